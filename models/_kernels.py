@@ -1,0 +1,85 @@
+"""Compiled loops shared by several learners (numba, cached on disk).
+
+Every loop runs over the non-zeros of one instance, so a trial costs O(active features).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "argmax_first",
+    "dot",
+    "linear_max_scores",
+    "runner_up",
+    "slice_difference",
+]
+
+
+@njit(cache=True, nogil=True)
+def dot(w: np.ndarray, idx: np.ndarray, val: np.ndarray) -> float:  # pragma: no cover
+    s = 0.0
+    for j in range(idx.shape[0]):
+        s += w[idx[j]] * val[j]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def linear_max_scores(
+    w: np.ndarray, expert: np.ndarray, cls: np.ndarray, value: np.ndarray, k: int
+) -> np.ndarray:  # pragma: no cover
+    """s_j = sum_i w_i x_i^j over the triples of a sub-expert instance."""
+    s = np.zeros(k)
+    for j in range(expert.shape[0]):
+        s[cls[j]] += w[expert[j]] * value[j]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def argmax_first(s: np.ndarray) -> int:  # pragma: no cover
+    """Index of the first maximal entry (the global tie rule)."""
+    best = 0
+    for j in range(1, s.shape[0]):
+        if s[j] > s[best]:
+            best = j
+    return best
+
+
+@njit(cache=True, nogil=True)
+def runner_up(s: np.ndarray, y: int) -> int:  # pragma: no cover
+    """The first maximal class other than ``y``."""
+    best = -1
+    for j in range(s.shape[0]):
+        if j != y and (best < 0 or s[j] > s[best]):
+            best = j
+    return best
+
+
+@njit(cache=True, nogil=True)
+def slice_difference(
+    expert: np.ndarray, cls: np.ndarray, value: np.ndarray, a: int, b: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """z = x^a - x^b as sparse (indices, values), zeros dropped.
+
+    Triples are sorted by expert, so the entries of one expert are adjacent.
+    """
+    n = expert.shape[0]
+    zi = np.empty(n, dtype=np.int64)
+    zv = np.empty(n, dtype=np.float64)
+    m = 0
+    j = 0
+    while j < n:
+        e = expert[j]
+        acc = 0.0
+        while j < n and expert[j] == e:
+            if cls[j] == a:
+                acc += value[j]
+            elif cls[j] == b:
+                acc -= value[j]
+            j += 1
+        if acc != 0.0:
+            zi[m] = e
+            zv[m] = acc
+            m += 1
+    return zi[:m], zv[:m]

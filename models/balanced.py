@@ -1,0 +1,191 @@
+"""Balanced Winnow (ALGORITHMS.md §2.2; S4 Figure 1, S1 slides 44-45, S2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from models.base import BinaryLearner, Label
+from models.instance import InvalidInstance
+from models.params import Bool, Integer, Labels, Real
+from models.state import InvalidState
+
+__all__ = ["BalancedWinnow"]
+
+
+@njit(cache=True, nogil=True)
+def _margin(wp, wn, theta, idx, val):  # type: ignore[no-untyped-def]  # pragma: no cover
+    s = 0.0
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        s += (wp[i] - wn[i]) * val[j]
+    return s - theta
+
+
+@njit(cache=True, nogil=True)
+def _fit(wp, wn, theta, la, lb, strict, zero_update, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial; ``la``/``lb`` are ln(alpha)/ln(beta). Returns (predicted sign, updated)."""
+    m = _margin(wp, wn, theta, idx, val)
+    pred = 1 if (m > 0.0 or (m == 0.0 and not strict)) else -1
+    if not (force or pred != y or (zero_update and m == 0.0)):
+        return pred, False
+    up, down = (la, lb) if y > 0 else (lb, la)
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        wp[i] *= np.exp(up * val[j])
+        wn[i] *= np.exp(down * val[j])
+        if not (wp[i] < 1e300 and wn[i] < 1e300):
+            for r in range(j + 1):  # undo this trial, then refuse it
+                wp[idx[r]] *= np.exp(-up * val[r])
+                wn[idx[r]] *= np.exp(-down * val[r])
+            raise OverflowError("balanced-winnow weights would exceed 1e300: use a smaller alpha")
+    return pred, True
+
+
+@njit(cache=True, nogil=True)
+def _fit_batch(wp, wn, theta, la, lb, strict, zero_update, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
+    for t in range(ys.shape[0]):
+        lo, hi = indptr[t], indptr[t + 1]
+        pred, upd = _fit(
+            wp, wn, theta, la, lb, strict, zero_update, idx[lo:hi], val[lo:hi], ys[t], False
+        )
+        mistakes[t] = pred != ys[t]
+        updates[t] = upd
+
+
+class BalancedWinnow(BinaryLearner):
+    """Balanced Winnow: positive and negative weights, multiplicative updates.
+
+    Predict the first label (+1) iff (w+ - w-).x >= theta (> theta when ``strict``). On an
+    update for label y, every active weight moves: w+_i *= a^{x_i}, w-_i *= b^{x_i} with
+    (a, b) = (alpha, beta) for y = +1 and (beta, alpha) for y = -1; ``beta`` defaults to
+    1/alpha. The defaults are S4's Figure 1 version (update also on a zero margin); S1's
+    version is ``theta=n``; S2's is ``init_pos=theta/2, init_neg=theta/4, strict=True``.
+
+    Parameters
+    ----------
+    n_features
+        Number of attributes (add a constant attribute for a learnt threshold).
+    alpha
+        Promotion factor, > 1.
+    theta
+        Threshold.
+    init_pos, init_neg
+        Initial weights.
+    strict
+        Use ``>`` instead of ``>=`` against the threshold.
+    update_on_zero_margin
+        Also update when the margin is exactly 0 (S4 Figure 1: y * margin <= 0).
+    beta
+        Demotion factor in (0, 1); None means 1/alpha.
+    labels
+        The two labels; the first is +1.
+
+    Examples
+    --------
+    >>> bw = BalancedWinnow(n_features=3, alpha=2.0)
+    >>> bw.learn({0: 1.0, 2: 1.0}, -1)
+    Outcome(mistake=True, updated=True)
+    >>> bw.weights().tolist()
+    [-1.5, 0.0, -1.5]
+    """
+
+    kind = "balanced-winnow"
+    value_range = (0.0, 1.0)
+    _parameter_constraints = {
+        "n_features": Integer(1),
+        "alpha": Real(1.0, low_open=True),
+        "theta": Real(),
+        "init_pos": Real(0.0, low_open=True),
+        "init_neg": Real(0.0, low_open=True),
+        "strict": Bool(),
+        "update_on_zero_margin": Bool(),
+        "beta": Real(0.0, 1.0, low_open=True, high_open=True, optional=True),
+        "labels": Labels(exactly=2),
+    }
+    _state_arrays = {"w_pos_": "float64", "w_neg_": "float64"}
+
+    def __init__(
+        self,
+        n_features: int,
+        alpha: float = 1.1,
+        theta: float = 0.0,
+        init_pos: float = 1.0,
+        init_neg: float = 1.0,
+        strict: bool = False,
+        update_on_zero_margin: bool = True,
+        beta: float | None = None,
+        labels: Sequence[Label] = (1, -1),
+    ) -> None:
+        self.n_features = n_features
+        self.alpha = alpha
+        self.theta = theta
+        self.init_pos = init_pos
+        self.init_neg = init_neg
+        self.strict = strict
+        self.update_on_zero_margin = update_on_zero_margin
+        self.beta = beta
+        self.labels = tuple(labels)
+        self._initialise()
+
+    def _check_params(self) -> None:
+        self._la = float(np.log(self.alpha))
+        self._lb = float(np.log(self.beta)) if self.beta is not None else -self._la
+        self._theta = float(self.theta)
+
+    def _reset_state(self) -> None:
+        self.w_pos_ = np.full(self.n_features, float(self.init_pos))
+        self.w_neg_ = np.full(self.n_features, float(self.init_neg))
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"w_pos_": (self.n_features,), "w_neg_": (self.n_features,)}
+
+    def _check_state(self) -> None:
+        if not ((self.w_pos_ > 0).all() and (self.w_neg_ > 0).all()):
+            raise InvalidState("balanced-winnow weights must be positive")
+
+    @property
+    def effective_threshold(self) -> float:
+        return self._theta
+
+    def _margin(self, idx: np.ndarray, val: np.ndarray) -> float:
+        return float(_margin(self.w_pos_, self.w_neg_, self._theta, idx, val))
+
+    def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
+        return _fit(  # type: ignore[no-any-return]
+            self.w_pos_, self.w_neg_, self._theta, self._la, self._lb,
+            self.strict, self.update_on_zero_margin, idx, val, y, force,
+        )
+
+    def weights_at(self, idx: np.ndarray) -> np.ndarray:
+        return self.w_pos_[idx] - self.w_neg_[idx]
+
+    def weights(self) -> np.ndarray:
+        return self.w_pos_ - self.w_neg_
+
+    def learn_many(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray]:
+        """Learn a batch in one compiled loop, with the same results as trial by trial.
+
+        ``xs`` is an :class:`AttributeBatch` or a sequence of instances.
+        """
+        batch = self.coerce_batch(xs)
+        indptr, idx, val = batch.indptr, batch.indices, batch.values
+        if len(ys) != len(batch):
+            raise InvalidInstance(f"{len(batch)} instances but {len(ys)} labels")
+        signs = np.array([1 - 2 * self.class_of(y) for y in ys], dtype=np.int64)
+        mistakes = np.zeros(signs.size, dtype=bool)
+        updates = np.zeros(signs.size, dtype=bool)
+        _fit_batch(
+            self.w_pos_, self.w_neg_, self._theta, self._la, self._lb, self.strict,
+            self.update_on_zero_margin, indptr, idx, val, signs, mistakes, updates,
+        )
+        n_upd = int(updates.sum())
+        self.trials_ += signs.size
+        self.mistakes_ += int(mistakes.sum())
+        self.updates_ += n_upd
+        self.version_ += n_upd
+        return mistakes, updates
+

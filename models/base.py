@@ -1,0 +1,448 @@
+"""The contract every learner keeps (ALGORITHMS.md §0, §3 opening list).
+
+A learner scores an instance, predicts a label, learns from (instance, label) and reports
+whether that trial was a mistake and whether it updated. It counts its trials, mistakes
+and updates, bumps ``version_`` on every change of hypothesis, hands out immutable
+snapshots of its hypothesis, and exports and imports its whole state as a plain document.
+
+Parameters are constructor arguments stored under the same names; learned state lives in
+attributes ending in ``_`` and is created by :meth:`Learner.reset`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+
+from models import state as st
+from models._kernels import argmax_first, linear_max_scores
+from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
+from models.params import Constraint, validate_params
+
+__all__ = [
+    "BinaryLearner",
+    "Hypothesis",
+    "Learner",
+    "LinearHypothesis",
+    "LinearMaxHypothesis",
+    "MulticlassLearner",
+    "Outcome",
+    "UnknownLabel",
+]
+
+Label = Hashable
+
+
+class Outcome(NamedTuple):
+    """What one trial did: whether the prediction was wrong, and whether the learner updated."""
+
+    mistake: bool
+    updated: bool
+
+
+class UnknownLabel(InvalidInstance):
+    """A label that is not one of the learner's labels."""
+
+
+class Hypothesis:
+    """An immutable hypothesis: scores instances and predicts labels, never learns."""
+
+    labels: tuple[Label, ...]
+
+    def scores(self, x: Any) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def predict_class(self, x: Any) -> int:
+        return int(argmax_first(self.scores(x)))
+
+    def predict(self, x: Any) -> Label:
+        return self.labels[self.predict_class(x)]
+
+
+class LinearHypothesis(Hypothesis):
+    """Binary linear threshold: margin m = w.x - threshold, scores (m, -m).
+
+    The first label (class 0, +1) is predicted iff m > 0, or m == 0 when not ``strict``.
+    """
+
+    __slots__ = ("labels", "strict", "threshold", "weights")
+
+    def __init__(
+        self, weights: np.ndarray, threshold: float, labels: tuple[Label, ...], strict: bool
+    ) -> None:
+        self.weights = np.array(weights, dtype=np.float64)
+        self.weights.flags.writeable = False
+        self.threshold = float(threshold)
+        self.labels = labels
+        self.strict = strict
+
+    def margin(self, x: Any) -> float:
+        x = Attributes.coerce(x)
+        return float(self.weights[x.indices] @ x.values) - self.threshold
+
+    def scores(self, x: Any) -> np.ndarray:
+        m = self.margin(x)
+        return np.array([m, -m])
+
+    def predict_class(self, x: Any) -> int:
+        m = self.margin(x)
+        return 0 if (m > 0 or (m == 0 and not self.strict)) else 1
+
+
+class LinearMaxHypothesis(Hypothesis):
+    """Linear-max over sub-experts: s_j = w.x^j, predict the first arg-max."""
+
+    __slots__ = ("labels", "weights")
+
+    def __init__(self, weights: np.ndarray, labels: tuple[Label, ...]) -> None:
+        self.weights = np.array(weights, dtype=np.float64)
+        self.weights.flags.writeable = False
+        self.labels = labels
+
+    def scores(self, x: Any) -> np.ndarray:
+        x = Experts.coerce(x)
+        return np.asarray(
+            linear_max_scores(self.weights, x.expert, x.cls, x.value, len(self.labels))
+        )
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-able copy of a parameter value."""
+    if isinstance(value, Learner):
+        return value.spec()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+class Learner:
+    """Base class of every learner and wrapper.
+
+    Subclasses set ``kind``, ``input_kind`` (``"attributes"`` or ``"experts"``),
+    ``value_range`` (the allowed range of instance values, or None for any real) and
+    ``_parameter_constraints``, store their parameters in ``__init__`` and then call
+    ``self._initialise()``.
+    """
+
+    kind: ClassVar[str]
+    input_kind: ClassVar[str]
+    value_range: ClassVar[tuple[float, float] | None] = None
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
+    #: learned arrays: attribute name -> dtype; shapes come from ``_array_shapes``.
+    _state_arrays: ClassVar[dict[str, str]] = {}
+
+    labels: tuple[Label, ...]
+    trials_: int
+    mistakes_: int
+    updates_: int
+    version_: int
+
+    # -- construction ---------------------------------------------------------------
+
+    def _initialise(self) -> None:
+        validate_params(self._parameter_constraints, self.get_params())
+        self.labels = tuple(self.labels)
+        self._class = {label: c for c, label in enumerate(self.labels)}
+        self._check_params()
+        self.reset()
+
+    def _check_params(self) -> None:
+        """Cross-parameter checks; raise InvalidParameter."""
+
+    @classmethod
+    def param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self"]
+
+    @classmethod
+    def param_defaults(cls) -> dict[str, Any]:
+        sig = inspect.signature(cls.__init__)
+        return {
+            name: p.default
+            for name, p in sig.parameters.items()
+            if name != "self" and p.default is not inspect.Parameter.empty
+        }
+
+    def get_params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.param_names()}
+
+    def spec(self) -> dict[str, Any]:
+        """The declarative spec that rebuilds this learner (JSON-able)."""
+        return {"kind": self.kind, **{k: _plain(v) for k, v in self.get_params().items()}}
+
+    def clone(self) -> Learner:
+        """A fresh, untrained learner with the same parameters."""
+        from models.registry import build
+
+        return build(self.spec())
+
+    def reset(self) -> None:
+        self.trials_ = 0
+        self.mistakes_ = 0
+        self.updates_ = 0
+        self.version_ = 0
+        self._reset_state()
+
+    def _reset_state(self) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    # -- labels and instances -----------------------------------------------------
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.labels)
+
+    def class_of(self, label: Label) -> int:
+        try:
+            return self._class[label]
+        except (KeyError, TypeError):
+            raise UnknownLabel(
+                f"unknown label {label!r}: expected one of {list(self.labels)}"
+            ) from None
+
+    @property
+    def size(self) -> int:  # pragma: no cover - interface
+        """The number of attributes or sub-experts an instance may have."""
+        raise NotImplementedError
+
+    def coerce(self, x: Any) -> Any:
+        """Convert ``x`` to this learner's instance form and check its size and range."""
+        x = Attributes.coerce(x) if self.input_kind == "attributes" else Experts.coerce(x)
+        self._check_fit(x)
+        return x
+
+    def _check_fit(self, x: Any) -> None:
+        if x.size > self.size:
+            unit = "features" if self.input_kind == "attributes" else "sub-experts"
+            raise InvalidInstance(
+                f"instance has {x.size} {unit}, but the learner was built for {self.size}"
+            )
+        if self.input_kind == "experts" and x.n_classes > self.n_classes:
+            raise InvalidInstance(
+                f"instance votes for class {x.n_classes - 1}, but the learner has "
+                f"{self.n_classes} classes"
+            )
+        rng = self.value_range
+        if rng is not None and len(x) and (x.low < rng[0] or x.high > rng[1]):
+            bad = x.low if x.low < rng[0] else x.high
+            raise InvalidInstance(
+                f"{self.kind} needs values in [{rng[0]:g}, {rng[1]:g}], got {bad:g}"
+            )
+
+    # -- the trial ----------------------------------------------------------------
+
+    def scores(self, x: Any) -> np.ndarray:
+        """One score per label, in label order; the prediction is their first arg-max."""
+        return self._scores(self.coerce(x))
+
+    def predict(self, x: Any) -> Label:
+        return self.labels[self._predict(self.coerce(x))]
+
+    def learn(self, x: Any, y: Label) -> Outcome:
+        """Predict ``x``, compare with ``y`` and apply the update rule."""
+        x = self.coerce(x)
+        c = self.class_of(y)
+        predicted, updated = self._learn(x, c)
+        self.trials_ += 1
+        mistake = predicted != c
+        if mistake:
+            self.mistakes_ += 1
+        if updated:
+            self.updates_ += 1
+            self.version_ += 1
+        return Outcome(mistake, updated)
+
+    def learn_many(self, xs: Iterable[Any], ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray]:
+        """Learn a sequence of trials in order; return the (mistake, updated) flags."""
+        out = [self.learn(x, y) for x, y in zip(xs, ys, strict=True)]
+        return (
+            np.array([o.mistake for o in out], dtype=bool),
+            np.array([o.updated for o in out], dtype=bool),
+        )
+
+    def _scores(self, x: Any) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _predict(self, x: Any) -> int:
+        return int(argmax_first(self._scores(x)))
+
+    def _learn(self, x: Any, c: int) -> tuple[int, bool]:  # pragma: no cover - interface
+        """Apply one trial to a coerced instance and class; return (predicted class, updated)."""
+        raise NotImplementedError
+
+    def snapshot(self) -> Hypothesis:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    # -- state ---------------------------------------------------------------------
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _check_state(self) -> None:
+        """Semantic checks after import (e.g. positive weights); raise InvalidState."""
+
+    def _export_extra(self) -> dict[str, Any]:
+        """Nested state of wrapped learners, keyed by role."""
+        return {}
+
+    def _import_extra(self, children: Mapping[str, Any]) -> None:
+        if children:
+            raise st.InvalidState(f"{self.kind}: unexpected children {sorted(children)}")
+
+    def counters(self) -> dict[str, int]:
+        return {
+            "trials": self.trials_,
+            "mistakes": self.mistakes_,
+            "updates": self.updates_,
+            "version": self.version_,
+        }
+
+    def export_state(self) -> dict[str, Any]:
+        """The whole state as a versioned document of plain values and encoded arrays."""
+        return {
+            "format": st.FORMAT,
+            "version": st.VERSION,
+            "kind": self.kind,
+            "params": self.spec(),
+            "counters": self.counters(),
+            "arrays": {name: st.encode_array(getattr(self, name)) for name in self._state_arrays},
+            "children": self._export_extra(),
+        }
+
+    def import_state(self, doc: Any) -> None:
+        """Replace the learned state with the one in ``doc`` (from the same spec)."""
+        doc = st.expect_keys(
+            doc, "state", {"format", "version", "kind", "params", "counters", "arrays", "children"}
+        )
+        if doc["format"] != st.FORMAT or doc["version"] != st.VERSION:
+            raise st.InvalidState(
+                f"state: expected format {st.FORMAT!r} version {st.VERSION}, "
+                f"got {doc['format']!r} version {doc['version']!r}"
+            )
+        if doc["kind"] != self.kind or doc["params"] != self.spec():
+            raise st.InvalidState(f"state: made by {doc['params']!r}, not by {self.spec()!r}")
+        counters = st.expect_keys(
+            doc["counters"], "state.counters", {"trials", "mistakes", "updates", "version"}
+        )
+        for name, value in counters.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise st.InvalidState(f"state.counters.{name}: expected an integer >= 0")
+        arrays = st.expect_keys(doc["arrays"], "state.arrays", set(self._state_arrays))
+        shapes = self._array_shapes()
+        loaded = {
+            name: st.decode_array(arrays[name], f"state.arrays.{name}", dtype, shapes[name])
+            for name, dtype in self._state_arrays.items()
+        }
+        previous = {name: getattr(self, name) for name in self._state_arrays}
+        for name, arr in loaded.items():
+            setattr(self, name, arr)
+        try:
+            self._check_state()
+            if not isinstance(doc["children"], Mapping):
+                raise st.InvalidState("state.children: expected an object")
+            self._import_extra(doc["children"])
+        except Exception:
+            for name, arr in previous.items():
+                setattr(self, name, arr)
+            raise
+        self.trials_ = counters["trials"]
+        self.mistakes_ = counters["mistakes"]
+        self.updates_ = counters["updates"]
+        self.version_ = counters["version"]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.spec().items() if k != "kind")
+        return f"{type(self).__name__}({args})"
+
+
+class BinaryLearner(Learner):
+    """A binary linear-threshold learner over attributes; class 0 is +1, class 1 is -1.
+
+    Subclasses provide ``_margin(idx, val)`` (score minus threshold), ``_fit(idx, val, y,
+    force)`` returning (predicted sign, updated), ``weights_at(idx)`` and ``weights()`` (the
+    effective weight vector) and the attributes ``threshold`` and ``strict``.
+    """
+
+    input_kind = "attributes"
+    #: True for learners that update on small correct margins (ALMA).
+    margin_based: ClassVar[bool] = False
+    n_features: int
+    strict: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.n_features
+
+    @property
+    def effective_threshold(self) -> float:
+        return 0.0
+
+    def _margin(self, idx: np.ndarray, val: np.ndarray) -> float:  # pragma: no cover
+        raise NotImplementedError
+
+    def _fit(
+        self, idx: np.ndarray, val: np.ndarray, y: int, force: bool
+    ) -> tuple[int, bool]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def weights_at(self, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def weights(self) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def coerce_batch(self, xs: Any) -> AttributeBatch:
+        """An :class:`AttributeBatch` (or a sequence of instances) checked against this learner."""
+        batch = xs if isinstance(xs, AttributeBatch) else AttributeBatch.from_instances(xs)
+        self._check_fit(batch)
+        return batch
+
+    def margin(self, x: Any) -> float:
+        x = self.coerce(x)
+        return self._margin(x.indices, x.values)
+
+    def _sign(self, m: float) -> int:
+        return 1 if (m > 0 or (m == 0 and not self.strict)) else -1
+
+    def _scores(self, x: Attributes) -> np.ndarray:
+        m = self._margin(x.indices, x.values)
+        return np.array([m, -m])
+
+    def _predict(self, x: Attributes) -> int:
+        return 0 if self._sign(self._margin(x.indices, x.values)) > 0 else 1
+
+    def _learn(self, x: Attributes, c: int) -> tuple[int, bool]:
+        sign, updated = self._fit(x.indices, x.values, 1 - 2 * c, False)
+        return (0 if sign > 0 else 1), updated
+
+    def snapshot(self) -> LinearHypothesis:
+        return LinearHypothesis(
+            self.weights(), self.effective_threshold, self.labels, self.strict
+        )
+
+
+class MulticlassLearner(Learner):
+    """A linear-max learner over sub-experts: one weight per sub-expert, s_j = w.x^j."""
+
+    input_kind = "experts"
+    n_experts: int
+
+    @property
+    def size(self) -> int:
+        return self.n_experts
+
+    def weights(self) -> np.ndarray:  # pragma: no cover - interface
+        """The effective weight vector, one entry per sub-expert."""
+        raise NotImplementedError
+
+    def snapshot(self) -> LinearMaxHypothesis:
+        return LinearMaxHypothesis(self.weights(), self.labels)

@@ -1,0 +1,125 @@
+"""Committee: multi-class Winnow over sub-experts (ALGORITHMS.md §2.4; S0 §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+from models._kernels import argmax_first, linear_max_scores
+from models.base import Label, MulticlassLearner
+from models.instance import Experts
+from models.params import Integer, Labels, Real
+from models.state import InvalidState
+
+__all__ = ["Committee"]
+
+# The running sum R = sum(r) is recomputed exactly this often, and r is rescaled to sum 1
+# whenever R leaves [_LOW, _HIGH]; both cost O(n) and are rare, so a trial stays O(active).
+_RECOMPUTE_EVERY = 1024.0
+_LOW, _HIGH = 1e-100, 1e100
+
+
+@njit(cache=True, nogil=True)
+def _learn(r, sc, la, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial on raw weights ``r`` with ``sc = [R, updates since recompute]``."""
+    s = linear_max_scores(r, expert, cls, value, k)
+    pred = argmax_first(s)
+    if pred == y:
+        return pred, False
+    total = sc[0]
+    for j in range(expert.shape[0]):
+        c = cls[j]
+        if c == y or c == pred:
+            e = expert[j]
+            old = r[e]
+            r[e] = old * np.exp((la if c == y else -la) * value[j])
+            total += r[e] - old
+    sc[1] += 1.0
+    if sc[1] >= _RECOMPUTE_EVERY or not (_LOW < total < _HIGH):
+        total = r.sum()
+        sc[1] = 0.0
+        if not (_LOW < total < _HIGH):
+            r /= total
+            total = 1.0
+    sc[0] = total
+    return pred, True
+
+
+class Committee(MulticlassLearner):
+    """Committee: weights over sub-experts, multiplicative updates, normalised to sum 1.
+
+    Class j's vote is sum_i w_i x_i^j; the prediction is the first class with the largest
+    vote. On a mistake (true y, predicted p) every sub-expert's weight is multiplied by
+    alpha^{x_i^y - x_i^p}, then all weights are rescaled to sum 1. Raw weights and their
+    running sum are stored, so a trial costs O(active sub-experts).
+
+    The mistake bound (S0 Theorem 1) is 2 ln(n) / delta^2 with alpha = (1 - delta)^{-1/2}.
+
+    Parameters
+    ----------
+    n_experts
+        Number of sub-experts.
+    alpha
+        Update multiplier, > 1.
+    labels
+        The class labels, in class order.
+
+    Examples
+    --------
+    >>> c = Committee(n_experts=3, alpha=2.0, labels=["a", "b"])
+    >>> x = [[1, 0], [0, 1], [0.5, 0.5]]
+    >>> c.learn(x, "b")
+    Outcome(mistake=True, updated=True)
+    >>> [round(w * 7, 9) for w in c.weights()]
+    [1.0, 4.0, 2.0]
+    """
+
+    kind = "committee"
+    value_range = (0.0, 1.0)
+    _parameter_constraints = {
+        "n_experts": Integer(1),
+        "alpha": Real(1.0, low_open=True),
+        "labels": Labels(),
+    }
+    _state_arrays = {"r_": "float64", "scalars_": "float64"}
+
+    def __init__(self, n_experts: int, labels: Sequence[Label], alpha: float = 1.2) -> None:
+        self.n_experts = n_experts
+        self.labels = tuple(labels)
+        self.alpha = alpha
+        self._initialise()
+
+    def _check_params(self) -> None:
+        self._la = float(np.log(self.alpha))
+
+    def _reset_state(self) -> None:
+        self.r_ = np.full(self.n_experts, 1.0 / self.n_experts)
+        self.scalars_ = np.array([1.0, 0.0])
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"r_": (self.n_experts,), "scalars_": (2,)}
+
+    def _check_state(self) -> None:
+        if not (self.r_ >= 0).all() or not self.r_.sum() > 0:
+            raise InvalidState("committee weights must be non-negative with a positive sum")
+        total = float(self.r_.sum())
+        if not np.isclose(self.scalars_[0], total, rtol=1e-6) or self.scalars_[1] < 0:
+            raise InvalidState("committee running sum does not match its weights")
+
+    def _scores(self, x: Experts) -> np.ndarray:
+        s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
+        return s / self.scalars_[0]  # type: ignore[no-any-return]
+
+    def _predict(self, x: Experts) -> int:
+        s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
+        return int(argmax_first(s))
+
+    def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
+        return _learn(  # type: ignore[no-any-return]
+            self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, self.n_classes, c
+        )
+
+    def weights(self) -> np.ndarray:
+        return self.r_ / self.scalars_[0]  # type: ignore[no-any-return]

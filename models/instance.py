@@ -1,0 +1,368 @@
+"""Instances: sparse attribute vectors and sub-expert vote matrices (ALGORITHMS.md §1).
+
+Two canonical forms reach the learners, both sparse so that a trial costs O(non-zeros):
+
+* :class:`Attributes`, an attribute vector x: parallel arrays of distinct indices and
+  their non-zero values.
+* :class:`Experts`, a sub-expert instance: the k x n matrix A_x of per-class votes, kept
+  as triples (expert, class, value) sorted by expert then class, zeros omitted.
+
+Both validate on construction (finite values, non-negative distinct indices) and record
+their extent and value range so a learner checks size and range in O(1). The functions at
+the end build the derived forms of §1.3-1.4: attributes as sub-experts, threshold
+sub-experts, and hybrids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "AttributeBatch",
+    "Attributes",
+    "Experts",
+    "InvalidInstance",
+    "attributes_as_experts",
+    "concat_experts",
+    "threshold_experts",
+]
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+
+
+class InvalidInstance(ValueError):
+    """An instance is malformed or does not fit the learner; the message says why."""
+
+
+def _as_values(values: Any, what: str) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInstance(f"{what} must be numbers") from None
+    if arr.ndim != 1:
+        raise InvalidInstance(f"{what} must be one-dimensional, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise InvalidInstance(f"{what}[{bad}] is {arr[bad]}: expected a finite number")
+    return arr
+
+
+def _as_indices(indices: Any, what: str) -> np.ndarray:
+    arr = np.asarray(indices)
+    if arr.size == 0:
+        return _EMPTY_I
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        if arr.ndim == 1 and arr.dtype.kind == "f" and np.all(arr == np.floor(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise InvalidInstance(f"{what} must be a list of integers")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.min() < 0:
+        raise InvalidInstance(f"{what} must be >= 0, got {int(arr.min())}")
+    return arr
+
+
+class Attributes:
+    """A sparse attribute vector: distinct ``indices`` and their non-zero ``values``.
+
+    Parameters
+    ----------
+    indices, values
+        Parallel one-dimensional sequences. Zero values are dropped.
+
+    Examples
+    --------
+    >>> x = Attributes.coerce([0.0, 1.0, 0.5])
+    >>> x.indices.tolist(), x.values.tolist(), x.size
+    ([1, 2], [1.0, 0.5], 3)
+    """
+
+    __slots__ = ("high", "indices", "low", "size", "values")
+
+    indices: np.ndarray
+    values: np.ndarray
+    size: int
+    low: float
+    high: float
+
+    def __init__(self, indices: Any, values: Any) -> None:
+        idx = _as_indices(indices, "feature indices")
+        val = _as_values(values, "feature values")
+        if idx.shape != val.shape:
+            raise InvalidInstance(
+                f"{idx.size} feature indices but {val.size} feature values: expected equal lengths"
+            )
+        if idx.size > 1 and np.unique(idx).size != idx.size:
+            uniq, counts = np.unique(idx, return_counts=True)
+            raise InvalidInstance(f"feature index {int(uniq[counts > 1][0])} appears twice")
+        nz = val != 0.0
+        if not nz.all():
+            idx, val = idx[nz], val[nz]
+        self._set(np.ascontiguousarray(idx), np.ascontiguousarray(val))
+
+    def _set(self, idx: np.ndarray, val: np.ndarray, size: int | None = None) -> None:
+        self.indices = idx
+        self.values = val
+        self.size = int(idx.max()) + 1 if idx.size else 0
+        if size is not None:
+            self.size = max(self.size, size)
+        self.low = float(val.min()) if val.size else 0.0
+        self.high = float(val.max()) if val.size else 0.0
+        idx.flags.writeable = False
+        val.flags.writeable = False
+
+    @classmethod
+    def from_dense(cls, x: Any) -> Attributes:
+        """Build from a dense vector; its length is kept as ``size``."""
+        val = _as_values(x, "features")
+        idx = np.flatnonzero(val).astype(np.int64)
+        obj = cls.__new__(cls)
+        obj._set(idx, np.ascontiguousarray(val[idx]), size=val.size)
+        return obj
+
+    @classmethod
+    def from_mapping(cls, x: Mapping[Any, Any]) -> Attributes:
+        """Build from a mapping ``{index: value}``."""
+        keys = list(x.keys())
+        if any(not isinstance(k, int | np.integer) or isinstance(k, bool) for k in keys):
+            bad = next(k for k in keys if not isinstance(k, int | np.integer) or isinstance(k, bool))
+            raise InvalidInstance(f"feature key {bad!r} is not an integer index")
+        return cls(np.fromiter(keys, dtype=np.int64, count=len(keys)), list(x.values()))
+
+    @classmethod
+    def coerce(cls, x: Any) -> Attributes:
+        """Accept an :class:`Attributes`, a dense sequence or array, or a sparse mapping."""
+        if isinstance(x, Attributes):
+            return x
+        if isinstance(x, Mapping):
+            return cls.from_mapping(x)
+        if isinstance(x, Experts):
+            raise InvalidInstance("expected attributes, got a sub-expert instance")
+        if isinstance(x, np.ndarray | Sequence) and not isinstance(x, str | bytes):
+            return cls.from_dense(x)
+        raise InvalidInstance(f"cannot read attributes from {type(x).__name__}")
+
+    def dense(self, n: int) -> np.ndarray:
+        out = np.zeros(n)
+        out[self.indices] = self.values
+        return out
+
+    def __len__(self) -> int:
+        return int(self.indices.size)
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{i}: {v:g}" for i, v in zip(self.indices.tolist(), self.values.tolist()))
+        return f"Attributes({{{pairs}}})"
+
+
+class AttributeBatch:
+    """Many attribute vectors in CSR form: row t is ``indices/values[indptr[t]:indptr[t+1]]``.
+
+    Validation is vectorised, so building a batch costs O(total non-zeros) in numpy, not a
+    Python loop per row.
+    """
+
+    __slots__ = ("high", "indices", "indptr", "low", "size", "values")
+
+    def __init__(self, indptr: Any, indices: Any, values: Any) -> None:
+        ptr = _as_indices(indptr, "indptr")
+        idx = _as_indices(indices, "feature indices")
+        val = _as_values(values, "feature values")
+        if ptr.size < 1 or ptr[0] != 0 or (np.diff(ptr) < 0).any():
+            raise InvalidInstance("indptr must start at 0 and never decrease")
+        if idx.shape != val.shape or int(ptr[-1]) != idx.size:
+            raise InvalidInstance(
+                f"indptr ends at {int(ptr[-1])} but there are {idx.size} indices and "
+                f"{val.size} values"
+            )
+        if idx.size > 1:
+            rows = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+            order = np.lexsort((idx, rows))
+            same = (rows[order][1:] == rows[order][:-1]) & (idx[order][1:] == idx[order][:-1])
+            if same.any():
+                j = int(np.flatnonzero(same)[0])
+                raise InvalidInstance(
+                    f"instance {int(rows[order][j])}: feature index {int(idx[order][j])} "
+                    "appears twice"
+                )
+        self.indptr = np.ascontiguousarray(ptr)
+        self.indices = np.ascontiguousarray(idx)
+        self.values = np.ascontiguousarray(val)
+        self.size = int(idx.max()) + 1 if idx.size else 0
+        self.low = float(val.min()) if val.size else 0.0
+        self.high = float(val.max()) if val.size else 0.0
+
+    @classmethod
+    def from_instances(cls, xs: Sequence[Any]) -> AttributeBatch:
+        items = [Attributes.coerce(x) for x in xs]
+        ptr = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum([len(x) for x in items], out=ptr[1:])
+        if not items:
+            return cls(ptr, _EMPTY_I, _EMPTY_F)
+        return cls(
+            ptr,
+            np.concatenate([x.indices for x in items]),
+            np.concatenate([x.values for x in items]),
+        )
+
+    def __len__(self) -> int:
+        return int(self.indptr.size - 1)
+
+    def __getitem__(self, t: int) -> Attributes:
+        lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
+        return Attributes(self.indices[lo:hi], self.values[lo:hi])
+
+
+class Experts:
+    """A sparse sub-expert instance: triples (expert, class, value), sorted, zeros omitted.
+
+    ``value`` is sub-expert ``expert``'s vote for class ``cls`` (x_i^j in ALGORITHMS.md §1.2).
+
+    Examples
+    --------
+    >>> x = Experts.from_dense([[1, 0], [0, 1], [0.5, 0.5]])
+    >>> x.expert.tolist(), x.cls.tolist(), x.value.tolist()
+    ([0, 1, 2, 2], [0, 1, 0, 1], [1.0, 1.0, 0.5, 0.5])
+    """
+
+    __slots__ = ("cls", "expert", "high", "low", "n_classes", "size", "value")
+
+    expert: np.ndarray
+    cls: np.ndarray
+    value: np.ndarray
+    size: int
+    n_classes: int
+    low: float
+    high: float
+
+    def __init__(self, expert: Any, cls: Any, value: Any) -> None:
+        e = _as_indices(expert, "expert indices")
+        c = _as_indices(cls, "class indices")
+        v = _as_values(value, "expert votes")
+        if not (e.shape == c.shape == v.shape):
+            raise InvalidInstance(
+                f"{e.size} expert indices, {c.size} class indices and {v.size} votes: "
+                "expected equal lengths"
+            )
+        nz = v != 0.0
+        if not nz.all():
+            e, c, v = e[nz], c[nz], v[nz]
+        if e.size > 1:
+            order = np.lexsort((c, e))
+            e, c, v = e[order], c[order], v[order]
+            dup = (e[1:] == e[:-1]) & (c[1:] == c[:-1])
+            if dup.any():
+                j = int(np.flatnonzero(dup)[0])
+                raise InvalidInstance(
+                    f"expert {int(e[j])} votes for class {int(c[j])} twice"
+                )
+        self._set(np.ascontiguousarray(e), np.ascontiguousarray(c), np.ascontiguousarray(v))
+
+    def _set(
+        self, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None
+    ) -> None:
+        self.expert, self.cls, self.value = e, c, v
+        self.size = int(e[-1]) + 1 if e.size else 0
+        if size is not None:
+            self.size = max(self.size, size)
+        self.n_classes = int(c.max()) + 1 if c.size else 0
+        self.low = float(v.min()) if v.size else 0.0
+        self.high = float(v.max()) if v.size else 0.0
+        for a in (e, c, v):
+            a.flags.writeable = False
+
+    @classmethod
+    def _trusted(
+        cls, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None
+    ) -> Experts:
+        """Wrap arrays already sorted, distinct, finite and non-zero (internal use)."""
+        obj = cls.__new__(cls)
+        obj._set(e, c, v, size)
+        return obj
+
+    @classmethod
+    def from_dense(cls, votes: Any) -> Experts:
+        """Build from an n x k array: row i is sub-expert i's votes for the k classes."""
+        try:
+            a = np.asarray(votes, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InvalidInstance("expert votes must be an n x k array of numbers") from None
+        if a.ndim != 2:
+            raise InvalidInstance(f"expert votes must be an n x k array, got shape {a.shape}")
+        if not np.isfinite(a).all():
+            i, j = (int(t[0]) for t in np.nonzero(~np.isfinite(a)))
+            raise InvalidInstance(f"expert {i} vote for class {j} is {a[i, j]}: expected finite")
+        e, c = np.nonzero(a)
+        return cls._trusted(
+            e.astype(np.int64), c.astype(np.int64), np.ascontiguousarray(a[e, c]), size=a.shape[0]
+        )
+
+    @classmethod
+    def one_hot(cls, votes: Any) -> Experts:
+        """Build from one class index per sub-expert (``votes[i]`` is sub-expert i's class)."""
+        c = _as_indices(votes, "expert votes")
+        e = np.arange(c.size, dtype=np.int64)
+        return cls._trusted(e, c.copy(), np.ones(c.size), size=c.size)
+
+    @classmethod
+    def coerce(cls, x: Any) -> Experts:
+        """Accept an :class:`Experts` or a dense n x k array of votes."""
+        if isinstance(x, Experts):
+            return x
+        if isinstance(x, Attributes):
+            raise InvalidInstance(
+                "expected a sub-expert instance, got attributes (convert them with "
+                "attributes_as_experts)"
+            )
+        return cls.from_dense(x)
+
+    def dense(self, n: int, k: int) -> np.ndarray:
+        out = np.zeros((n, k))
+        out[self.expert, self.cls] = self.value
+        return out
+
+    def __len__(self) -> int:
+        return int(self.expert.size)
+
+    def __repr__(self) -> str:
+        return f"Experts(n={self.size}, votes={len(self)})"
+
+
+def attributes_as_experts(x: Attributes, k: int, offset: int = 0) -> Experts:
+    """Each attribute i becomes k sub-experts (i, c), numbered ``offset + i*k + c`` (§1.4).
+
+    Sub-expert (i, c) votes x_i for class c and 0 for every other class, so a linear-max
+    learner over them is a linear machine with weight matrix W[c][i] = w[i*k + c].
+    """
+    m = x.indices.size
+    e = (offset + x.indices[:, None] * k + np.arange(k)[None, :]).reshape(m * k)
+    c = np.tile(np.arange(k, dtype=np.int64), m)
+    v = np.repeat(x.values, k)
+    return Experts._trusted(
+        np.ascontiguousarray(e, dtype=np.int64), c, v, size=offset + x.size * k
+    )
+
+
+def threshold_experts(k: int, offset: int = 0) -> Experts:
+    """k sub-experts numbered from ``offset``; sub-expert ``offset + c`` always votes 1 for c."""
+    e = offset + np.arange(k, dtype=np.int64)
+    return Experts._trusted(e, np.arange(k, dtype=np.int64), np.ones(k), size=offset + k)
+
+
+def concat_experts(parts: Sequence[Experts]) -> Experts:
+    """Join sub-expert instances whose expert numbers do not overlap, in ascending blocks."""
+    if len(parts) == 1:
+        return parts[0]
+    e = np.concatenate([p.expert for p in parts])
+    if e.size > 1 and not (np.diff(e) >= 0).all():
+        raise InvalidInstance("sub-expert blocks overlap or are out of order")
+    return Experts._trusted(
+        e,
+        np.concatenate([p.cls for p in parts]),
+        np.concatenate([p.value for p in parts]),
+        size=max(p.size for p in parts),
+    )

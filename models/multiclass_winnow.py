@@ -1,0 +1,118 @@
+"""Multi-class Winnow with (1 + alpha x) updates (ALGORITHMS.md §2.3; S2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+from models._kernels import argmax_first, linear_max_scores, slice_difference
+from models.base import Label, MulticlassLearner
+from models.instance import Experts
+from models.params import Integer, InvalidParameter, Labels, Real, RealArray
+from models.state import InvalidState
+
+__all__ = ["MulticlassWinnow"]
+
+
+@njit(cache=True, nogil=True)
+def _learn(w, alpha, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+    s = linear_max_scores(w, expert, cls, value, k)
+    pred = argmax_first(s)
+    if pred == y:
+        return pred, False
+    zi, zv = slice_difference(expert, cls, value, y, pred)
+    for j in range(zi.shape[0]):
+        f = 1.0 + alpha * abs(zv[j])
+        if zv[j] > 0:
+            w[zi[j]] *= f
+        else:
+            w[zi[j]] /= f
+        if not w[zi[j]] < 1e300:
+            raise OverflowError("multiclass-winnow weight overflow: use a smaller alpha")
+    return pred, True
+
+
+class MulticlassWinnow(MulticlassLearner):
+    """Multi-class Winnow: one positive weight vector per class, (1 + alpha x) updates.
+
+    Over attributes seen as sub-experts (ALGORITHMS.md §1.4, sub-expert (i, c) numbered
+    i*k + c) this is S2's linear machine: on a mistake with true class t and predicted p,
+    W^t_i *= (1 + alpha x_i) and W^p_i /= (1 + alpha x_i). For general sub-experts the
+    factor is (1 + alpha |z_i|)^{sign z_i} with z = x^t - x^p. No normalisation.
+
+    Parameters
+    ----------
+    n_experts
+        Number of sub-experts (k per attribute for a linear machine).
+    alpha
+        Learning constant, > 0.
+    init
+        Initial weight of every sub-expert, unless ``init_weights`` is given.
+    init_weights
+        Optional list of n_experts non-negative initial weights (S2's example starts its
+        bias weights at 0, 1, 2).
+    labels
+        The class labels, in class order.
+    """
+
+    kind = "multiclass-winnow"
+    value_range = (0.0, 1.0)
+    _parameter_constraints = {
+        "n_experts": Integer(1),
+        "alpha": Real(0.0, low_open=True),
+        "init": Real(0.0, low_open=True),
+        "init_weights": RealArray(low=0.0),
+        "labels": Labels(),
+    }
+    _state_arrays = {"w_": "float64"}
+
+    def __init__(
+        self,
+        n_experts: int,
+        labels: Sequence[Label],
+        alpha: float = 2.0,
+        init: float = 1.0,
+        init_weights: Sequence[float] | None = None,
+    ) -> None:
+        self.n_experts = n_experts
+        self.labels = tuple(labels)
+        self.alpha = alpha
+        self.init = init
+        self.init_weights = None if init_weights is None else [float(v) for v in init_weights]
+        self._initialise()
+
+    def _check_params(self) -> None:
+        if self.init_weights is not None and len(self.init_weights) != self.n_experts:
+            raise InvalidParameter(
+                "init_weights",
+                f"<{len(self.init_weights)} values>",
+                f"a list of n_experts={self.n_experts} values",
+            )
+
+    def _reset_state(self) -> None:
+        if self.init_weights is None:
+            self.w_ = np.full(self.n_experts, float(self.init))
+        else:
+            self.w_ = np.array(self.init_weights, dtype=np.float64)
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"w_": (self.n_experts,)}
+
+    def _check_state(self) -> None:
+        if (self.w_ < 0).any():
+            raise InvalidState("multiclass-winnow weights must be non-negative")
+
+    def _scores(self, x: Experts) -> np.ndarray:
+        return np.asarray(
+            linear_max_scores(self.w_, x.expert, x.cls, x.value, self.n_classes)
+        )
+
+    def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
+        return _learn(  # type: ignore[no-any-return]
+            self.w_, float(self.alpha), x.expert, x.cls, x.value, self.n_classes, c
+        )
+
+    def weights(self) -> np.ndarray:
+        return self.w_.copy()

@@ -1,0 +1,124 @@
+"""Declarative specs: build any learner from a JSON-able dict, list every kind.
+
+A spec is ``{"kind": "balanced-winnow", "alpha": 1.2, ...}``. The model a learner serves
+supplies the context parameters (``labels`` and the instance size, ``n_features`` for
+attribute learners or ``n_experts`` for sub-expert learners) when the spec leaves them out.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from models.alma import ALMA
+from models.balanced import BalancedWinnow
+from models.base import Learner
+from models.committee import Committee
+from models.multiclass_winnow import MulticlassWinnow
+from models.params import InvalidParameter
+from models.perceptron import Perceptron
+from models.state import InvalidState
+from models.subexpert import SubExpert
+from models.weighted_majority import WeightedMajority
+from models.winnow import Winnow
+
+__all__ = ["CONTEXT_PARAMS", "KINDS", "build", "describe", "from_state"]
+
+KINDS: dict[str, type[Learner]] = {
+    cls.kind: cls
+    for cls in (
+        Winnow,
+        BalancedWinnow,
+        Perceptron,
+        ALMA,
+        Committee,
+        MulticlassWinnow,
+        WeightedMajority,
+        SubExpert,
+    )
+}
+
+#: Parameters the serving model supplies rather than the spec.
+CONTEXT_PARAMS = ("labels", "n_features", "n_experts")
+
+
+def _kind_of(spec: Any) -> type[Learner]:
+    if not isinstance(spec, Mapping):
+        raise InvalidParameter("learner", spec, 'an object such as {"kind": "committee"}')
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise InvalidParameter("kind", kind, "one of " + ", ".join(repr(k) for k in KINDS))
+    return KINDS[kind]
+
+
+def build(
+    spec: Mapping[str, Any],
+    *,
+    labels: Sequence[Hashable] | None = None,
+    size: int | None = None,
+) -> Learner:
+    """Build the learner a spec describes, checking every parameter.
+
+    ``labels`` and ``size`` fill in the context parameters the spec leaves out.
+    """
+    cls = _kind_of(spec)
+    names = cls.param_names()
+    params = {k: v for k, v in spec.items() if k != "kind"}
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise InvalidParameter(
+            unknown[0], params[unknown[0]], f"a parameter of {cls.kind}: one of {names}"
+        )
+    if labels is not None and "labels" in names:
+        params.setdefault("labels", list(labels))
+    if size is not None:
+        params.setdefault("n_features" if cls.input_kind == "attributes" else "n_experts", size)
+    defaults = cls.param_defaults()
+    missing = [n for n in names if n not in params and n not in defaults]
+    if missing:
+        raise InvalidParameter(missing[0], None, f"a value (required by {cls.kind})")
+    return cls(**params)
+
+
+def from_state(doc: Any) -> Learner:
+    """Rebuild a learner, with its learned state, from an exported state document."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("params"), Mapping):
+        raise InvalidState("state: expected an object with params")
+    try:
+        learner = build(doc["params"])
+    except InvalidParameter as exc:
+        raise InvalidState(f"state.params: {exc}") from None
+    learner.import_state(doc)
+    return learner
+
+
+def describe() -> list[dict[str, Any]]:
+    """Every kind with its parameters, defaults and allowed values."""
+    out = []
+    for kind, cls in KINDS.items():
+        defaults = cls.param_defaults()
+        params = []
+        for name in cls.param_names():
+            constraint = cls._parameter_constraints.get(name)
+            params.append(
+                {
+                    "name": name,
+                    "required": name not in defaults and name not in CONTEXT_PARAMS,
+                    "default": list(defaults[name])
+                    if isinstance(defaults.get(name), tuple)
+                    else defaults.get(name),
+                    "expected": constraint.describe() if constraint else "",
+                    "context": name in CONTEXT_PARAMS,
+                }
+            )
+        doc = inspect.getdoc(cls) or ""
+        out.append(
+            {
+                "kind": kind,
+                "summary": doc.splitlines()[0] if doc else "",
+                "input": cls.input_kind,
+                "parameters": params,
+            }
+        )
+    return out

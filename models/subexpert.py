@@ -1,0 +1,129 @@
+"""The sub-expert conversion: any binary threshold-0 learner made multi-class (§1.6; S4 §III)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from models._kernels import argmax_first, runner_up, slice_difference
+from models.base import BinaryLearner, Label, Learner, MulticlassLearner
+from models.instance import Experts
+from models.params import Integer, InvalidParameter, Labels, Options, Spec
+from models.state import InvalidState
+
+__all__ = ["SubExpert"]
+
+
+class SubExpert(MulticlassLearner):
+    """Turn a binary linear-threshold learner L into a multi-class sub-expert learner.
+
+    L keeps one weight per sub-expert. Class j scores s_j = w.x^j and the first arg-max is
+    predicted. To learn from true class y, build z = x^y - x^c and give (z, +1) to L's
+    update rule, where c is the predicted class (``subexpert_z="predicted"``: updates only
+    on mistakes, and L makes exactly the mistakes of the multi-class learner) or the
+    runner-up class (``"runner_up"``: on a correct prediction L sees the margin s_y - s_c,
+    which margin learners such as ALMA use). A mistake always updates. z has non-zeros only
+    where x^y or x^c do, so a trial costs O(active sub-experts).
+
+    With L = Balanced Winnow this is S4's Sub-expert Balanced Winnow; with the Perceptron,
+    the multi-class Perceptron; with ALMA, Sub-expert ALMA.
+
+    Parameters
+    ----------
+    learner
+        Spec (or instance) of the binary learner: balanced-winnow (theta 0), perceptron or
+        alma. Its ``n_features`` is set to ``n_experts``.
+    n_experts
+        Number of sub-experts.
+    labels
+        The class labels, in class order.
+    subexpert_z
+        ``"predicted"``, ``"runner_up"``, or None for the learner's own preference
+        (runner-up for margin learners, predicted otherwise).
+
+    Examples
+    --------
+    >>> se = SubExpert({"kind": "perceptron"}, n_experts=3, labels=[1, 2])
+    >>> se.learn([[1, 0], [0, 1], [0.5, 0.5]], 2)
+    Outcome(mistake=True, updated=True)
+    >>> se.weights().tolist()
+    [-1.0, 1.0, 0.0]
+    """
+
+    kind = "subexpert"
+    _parameter_constraints = {
+        "learner": Spec(),
+        "n_experts": Integer(1),
+        "labels": Labels(),
+        "subexpert_z": Options(("predicted", "runner_up"), optional=True),
+    }
+
+    def __init__(
+        self,
+        learner: Mapping[str, Any] | Learner,
+        n_experts: int,
+        labels: Sequence[Label],
+        subexpert_z: str | None = None,
+    ) -> None:
+        self.learner = learner
+        self.n_experts = n_experts
+        self.labels = tuple(labels)
+        self.subexpert_z = subexpert_z
+        self._initialise()
+
+    def _check_params(self) -> None:
+        from models.registry import build
+
+        spec = dict(self.learner.spec() if isinstance(self.learner, Learner) else self.learner)
+        spec.pop("labels", None)
+        spec["n_features"] = self.n_experts
+        try:
+            inner = build(spec)
+        except InvalidParameter as exc:
+            raise InvalidParameter("learner." + exc.name, exc.value, exc.expected) from None
+        if not isinstance(inner, BinaryLearner) or inner.effective_threshold != 0.0:
+            raise InvalidParameter(
+                "learner",
+                spec,
+                "a binary threshold-0 learner: balanced-winnow (theta 0), perceptron or alma",
+            )
+        self.learner = {k: v for k, v in inner.spec().items() if k not in ("n_features", "labels")}
+        self.learner_ = inner
+        self.value_range = inner.value_range  # type: ignore[misc]
+        mode = self.subexpert_z or ("runner_up" if inner.margin_based else "predicted")
+        self._runner_up = mode == "runner_up"
+
+    def _reset_state(self) -> None:
+        self.learner_.reset()
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {}
+
+    def _export_extra(self) -> dict[str, Any]:
+        return {"learner": self.learner_.export_state()}
+
+    def _import_extra(self, children: Mapping[str, Any]) -> None:
+        if set(children) != {"learner"}:
+            raise InvalidState(f"subexpert state: expected child 'learner', got {sorted(children)}")
+        self.learner_.import_state(children["learner"])
+
+    def _scores(self, x: Experts) -> np.ndarray:
+        w = self.learner_.weights_at(x.expert)
+        return np.bincount(x.cls, weights=w * x.value, minlength=self.n_classes)
+
+    def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
+        s = self._scores(x)
+        pred = int(argmax_first(s))
+        if pred == c and not self._runner_up:
+            return pred, False
+        other = pred if pred != c else int(runner_up(s, c))
+        zi, zv = slice_difference(x.expert, x.cls, x.value, c, other)
+        if zi.size == 0:
+            return pred, False
+        _, updated = self.learner_._fit(zi, zv, 1, pred != c)
+        return pred, bool(updated)
+
+    def weights(self) -> np.ndarray:
+        return self.learner_.weights()

@@ -1,0 +1,167 @@
+"""The Weighted Majority Algorithm (ALGORITHMS.md §2.8; Littlestone & Warmuth 1994)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+from models._kernels import argmax_first
+from models.base import Hypothesis, Label, MulticlassLearner
+from models.instance import Experts
+from models.params import Integer, Labels, Options, Real
+from models.state import InvalidState
+
+__all__ = ["WeightedMajority", "WeightedMajorityHypothesis"]
+
+_LOW = 1e-200
+
+
+@njit(cache=True, nogil=True)
+def _votes(u, expert, cls, value, k, picks):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """W_j = total weight of the experts whose own prediction is j; ``picks`` gets each
+    voting expert's prediction (its first largest vote), one entry per expert group."""
+    totals = np.zeros(k)
+    n = expert.shape[0]
+    g = 0
+    j = 0
+    while j < n:
+        e = expert[j]
+        best = j
+        while j < n and expert[j] == e:
+            if value[j] > value[best]:
+                best = j
+            j += 1
+        picks[g, 0] = e
+        picks[g, 1] = cls[best]
+        totals[cls[best]] += u[e]
+        g += 1
+    return totals, g
+
+
+@njit(cache=True, nogil=True)
+def _learn(u, sc, lb, every_trial, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+    picks = np.empty((expert.shape[0], 2), dtype=np.int64)
+    totals, g = _votes(u, expert, cls, value, k, picks)
+    pred = argmax_first(totals)
+    if not (every_trial or pred != y):
+        return pred, False
+    changed = False
+    total = sc[0]
+    for t in range(g):
+        if picks[t, 1] != y:
+            e = picks[t, 0]
+            old = u[e]
+            u[e] = old * lb
+            total += u[e] - old
+            changed = True
+    if changed and 0.0 < total < _LOW:
+        total = u.sum()
+        if 0.0 < total < _LOW:
+            u /= total
+            total = 1.0
+    sc[0] = total
+    return pred, changed
+
+
+class WeightedMajorityHypothesis(Hypothesis):
+    """A frozen Weighted Majority: each expert's vote goes to its own top class."""
+
+    def __init__(self, weights: np.ndarray, labels: tuple[Label, ...]) -> None:
+        self.weights = np.array(weights, dtype=np.float64)
+        self.weights.flags.writeable = False
+        self.labels = labels
+
+    def scores(self, x: Experts) -> np.ndarray:
+        x = Experts.coerce(x)
+        picks = np.empty((len(x), 2), dtype=np.int64)
+        totals, _ = _votes(self.weights, x.expert, x.cls, x.value, len(self.labels), picks)
+        return np.asarray(totals)
+
+
+class WeightedMajority(MulticlassLearner):
+    """Weighted Majority over experts, each predicting one label.
+
+    Each sub-expert predicts its top-voted class (ties to the smallest); sub-experts with no
+    vote abstain. Class j gets the total weight of the experts predicting j, and the first
+    class with the largest total is predicted. Experts that predicted wrongly have their
+    weight multiplied by ``beta``, on every trial (``update="every_trial"``, LW94's WM) or
+    only when the master prediction was wrong (``"on_mistake"``). If the best expert makes
+    m mistakes among v experts, M <= (ln v + m ln(1/beta)) / ln(2/(1+beta)).
+
+    Parameters
+    ----------
+    n_experts
+        Number of experts.
+    beta
+        Penalty factor in [0, 1).
+    update
+        ``"every_trial"`` or ``"on_mistake"``.
+    labels
+        The class labels, in class order.
+
+    Examples
+    --------
+    >>> wm = WeightedMajority(n_experts=3, labels=[0, 1], beta=0.5)
+    >>> x = Experts.one_hot([0, 1, 1])
+    >>> wm.predict(x)
+    1
+    >>> wm.learn(x, 0)
+    Outcome(mistake=True, updated=True)
+    >>> wm.weights().tolist()
+    [1.0, 0.5, 0.5]
+    """
+
+    kind = "weighted-majority"
+    value_range = (0.0, 1.0)
+    _parameter_constraints = {
+        "n_experts": Integer(1),
+        "beta": Real(0.0, 1.0, high_open=True),
+        "update": Options(("every_trial", "on_mistake")),
+        "labels": Labels(),
+    }
+    _state_arrays = {"u_": "float64", "scalars_": "float64"}
+
+    def __init__(
+        self,
+        n_experts: int,
+        labels: Sequence[Label],
+        beta: float = 0.5,
+        update: str = "every_trial",
+    ) -> None:
+        self.n_experts = n_experts
+        self.labels = tuple(labels)
+        self.beta = beta
+        self.update = update
+        self._initialise()
+
+    def _reset_state(self) -> None:
+        self.u_ = np.ones(self.n_experts)
+        self.scalars_ = np.array([float(self.n_experts)])
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"u_": (self.n_experts,), "scalars_": (1,)}
+
+    def _check_state(self) -> None:
+        if (self.u_ < 0).any():
+            raise InvalidState("weighted-majority weights must be non-negative")
+        if not np.isclose(self.scalars_[0], self.u_.sum(), rtol=1e-6, atol=1e-300):
+            raise InvalidState("weighted-majority running sum does not match its weights")
+
+    def _scores(self, x: Experts) -> np.ndarray:
+        picks = np.empty((len(x), 2), dtype=np.int64)
+        totals, _ = _votes(self.u_, x.expert, x.cls, x.value, self.n_classes, picks)
+        return np.asarray(totals)
+
+    def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
+        return _learn(  # type: ignore[no-any-return]
+            self.u_, self.scalars_, float(self.beta), self.update == "every_trial",
+            x.expert, x.cls, x.value, self.n_classes, c,
+        )
+
+    def weights(self) -> np.ndarray:
+        return self.u_.copy()
+
+    def snapshot(self) -> WeightedMajorityHypothesis:  # type: ignore[override]
+        return WeightedMajorityHypothesis(self.u_, self.labels)
