@@ -155,9 +155,18 @@ class BalancedWinnow(BinaryLearner):
         return float(_margin(self.w_pos_, self.w_neg_, self._theta, idx, val))
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
-        return _fit(  # type: ignore[no-any-return]
-            self.w_pos_, self.w_neg_, self._theta, self._la, self._lb,
-            self.strict, self.update_on_zero_margin, idx, val, y, force,
+        return _fit(
+            self.w_pos_,
+            self.w_neg_,
+            self._theta,
+            self._la,
+            self._lb,
+            self.strict,
+            self.update_on_zero_margin,
+            idx,
+            val,
+            y,
+            force,
         )
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
@@ -179,8 +188,19 @@ class BalancedWinnow(BinaryLearner):
         mistakes = np.zeros(signs.size, dtype=bool)
         updates = np.zeros(signs.size, dtype=bool)
         _fit_batch(
-            self.w_pos_, self.w_neg_, self._theta, self._la, self._lb, self.strict,
-            self.update_on_zero_margin, indptr, idx, val, signs, mistakes, updates,
+            self.w_pos_,
+            self.w_neg_,
+            self._theta,
+            self._la,
+            self._lb,
+            self.strict,
+            self.update_on_zero_margin,
+            indptr,
+            idx,
+            val,
+            signs,
+            mistakes,
+            updates,
         )
         n_upd = int(updates.sum())
         self.trials_ += signs.size
@@ -188,4 +208,3 @@ class BalancedWinnow(BinaryLearner):
         self.updates_ += n_upd
         self.version_ += n_upd
         return mistakes, updates
-

@@ -216,27 +216,31 @@ class Learner:
 
     def coerce(self, x: Any) -> Any:
         """Convert ``x`` to this learner's instance form and check its size and range."""
-        x = Attributes.coerce(x) if self.input_kind == "attributes" else Experts.coerce(x)
+        if self.input_kind == "attributes":
+            if type(x) is not Attributes:
+                x = Attributes.coerce(x)
+        elif type(x) is not Experts:
+            x = Experts.coerce(x)
         self._check_fit(x)
         return x
 
     def _check_fit(self, x: Any) -> None:
+        low, high = self.value_range or (-np.inf, np.inf)
+        classes = getattr(x, "n_classes", 0)
+        if x.size <= self.size and low <= x.low and x.high <= high and classes <= len(self.labels):
+            return
         if x.size > self.size:
             unit = "features" if self.input_kind == "attributes" else "sub-experts"
             raise InvalidInstance(
                 f"instance has {x.size} {unit}, but the learner was built for {self.size}"
             )
-        if self.input_kind == "experts" and x.n_classes > self.n_classes:
+        if classes > len(self.labels):
             raise InvalidInstance(
-                f"instance votes for class {x.n_classes - 1}, but the learner has "
-                f"{self.n_classes} classes"
+                f"instance votes for class {classes - 1}, but the learner has "
+                f"{len(self.labels)} classes"
             )
-        rng = self.value_range
-        if rng is not None and len(x) and (x.low < rng[0] or x.high > rng[1]):
-            bad = x.low if x.low < rng[0] else x.high
-            raise InvalidInstance(
-                f"{self.kind} needs values in [{rng[0]:g}, {rng[1]:g}], got {bad:g}"
-            )
+        bad = x.low if x.low < low else x.high
+        raise InvalidInstance(f"{self.kind} needs values in [{low:g}, {high:g}], got {bad:g}")
 
     # -- the trial ----------------------------------------------------------------
 
@@ -425,9 +429,7 @@ class BinaryLearner(Learner):
         return (0 if sign > 0 else 1), updated
 
     def snapshot(self) -> LinearHypothesis:
-        return LinearHypothesis(
-            self.weights(), self.effective_threshold, self.labels, self.strict
-        )
+        return LinearHypothesis(self.weights(), self.effective_threshold, self.labels, self.strict)
 
 
 class MulticlassLearner(Learner):

@@ -31,7 +31,7 @@ def _learn(r, sc, la, expert, cls, value, k, y):  # type: ignore[no-untyped-def]
     total = sc[0]
     for j in range(expert.shape[0]):
         c = cls[j]
-        if c == y or c == pred:
+        if c == y or c == pred:  # noqa: SIM109 - compiled by numba
             e = expert[j]
             old = r[e]
             r[e] = old * np.exp((la if c == y else -la) * value[j])
@@ -72,7 +72,7 @@ class Committee(MulticlassLearner):
     >>> x = [[1, 0], [0, 1], [0.5, 0.5]]
     >>> c.learn(x, "b")
     Outcome(mistake=True, updated=True)
-    >>> [round(w * 7, 9) for w in c.weights()]
+    >>> (c.weights() * 7).round(9).tolist()
     [1.0, 4.0, 2.0]
     """
 
@@ -110,16 +110,14 @@ class Committee(MulticlassLearner):
 
     def _scores(self, x: Experts) -> np.ndarray:
         s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
-        return s / self.scalars_[0]  # type: ignore[no-any-return]
+        return s / self.scalars_[0]
 
     def _predict(self, x: Experts) -> int:
         s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
         return int(argmax_first(s))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        return _learn(  # type: ignore[no-any-return]
-            self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, self.n_classes, c
-        )
+        return _learn(self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, self.n_classes, c)
 
     def weights(self) -> np.ndarray:
-        return self.r_ / self.scalars_[0]  # type: ignore[no-any-return]
+        return self.r_ / self.scalars_[0]

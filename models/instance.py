@@ -128,9 +128,9 @@ class Attributes:
     def from_mapping(cls, x: Mapping[Any, Any]) -> Attributes:
         """Build from a mapping ``{index: value}``."""
         keys = list(x.keys())
-        if any(not isinstance(k, int | np.integer) or isinstance(k, bool) for k in keys):
-            bad = next(k for k in keys if not isinstance(k, int | np.integer) or isinstance(k, bool))
-            raise InvalidInstance(f"feature key {bad!r} is not an integer index")
+        for k in keys:
+            if not isinstance(k, int | np.integer) or isinstance(k, bool):
+                raise InvalidInstance(f"feature key {k!r} is not an integer index")
         return cls(np.fromiter(keys, dtype=np.int64, count=len(keys)), list(x.values()))
 
     @classmethod
@@ -155,7 +155,8 @@ class Attributes:
         return int(self.indices.size)
 
     def __repr__(self) -> str:
-        pairs = ", ".join(f"{i}: {v:g}" for i, v in zip(self.indices.tolist(), self.values.tolist()))
+        items = zip(self.indices.tolist(), self.values.tolist(), strict=True)
+        pairs = ", ".join(f"{i}: {v:g}" for i, v in items)
         return f"Attributes({{{pairs}}})"
 
 
@@ -257,14 +258,10 @@ class Experts:
             dup = (e[1:] == e[:-1]) & (c[1:] == c[:-1])
             if dup.any():
                 j = int(np.flatnonzero(dup)[0])
-                raise InvalidInstance(
-                    f"expert {int(e[j])} votes for class {int(c[j])} twice"
-                )
+                raise InvalidInstance(f"expert {int(e[j])} votes for class {int(c[j])} twice")
         self._set(np.ascontiguousarray(e), np.ascontiguousarray(c), np.ascontiguousarray(v))
 
-    def _set(
-        self, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None
-    ) -> None:
+    def _set(self, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None) -> None:
         self.expert, self.cls, self.value = e, c, v
         self.size = int(e[-1]) + 1 if e.size else 0
         if size is not None:
@@ -342,9 +339,7 @@ def attributes_as_experts(x: Attributes, k: int, offset: int = 0) -> Experts:
     e = (offset + x.indices[:, None] * k + np.arange(k)[None, :]).reshape(m * k)
     c = np.tile(np.arange(k, dtype=np.int64), m)
     v = np.repeat(x.values, k)
-    return Experts._trusted(
-        np.ascontiguousarray(e, dtype=np.int64), c, v, size=offset + x.size * k
-    )
+    return Experts._trusted(np.ascontiguousarray(e, dtype=np.int64), c, v, size=offset + x.size * k)
 
 
 def threshold_experts(k: int, offset: int = 0) -> Experts:

@@ -105,14 +105,10 @@ class MulticlassWinnow(MulticlassLearner):
             raise InvalidState("multiclass-winnow weights must be non-negative")
 
     def _scores(self, x: Experts) -> np.ndarray:
-        return np.asarray(
-            linear_max_scores(self.w_, x.expert, x.cls, x.value, self.n_classes)
-        )
+        return np.asarray(linear_max_scores(self.w_, x.expert, x.cls, x.value, self.n_classes))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        return _learn(  # type: ignore[no-any-return]
-            self.w_, float(self.alpha), x.expert, x.cls, x.value, self.n_classes, c
-        )
+        return _learn(self.w_, float(self.alpha), x.expert, x.cls, x.value, self.n_classes, c)
 
     def weights(self) -> np.ndarray:
         return self.w_.copy()

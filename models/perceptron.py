@@ -75,7 +75,7 @@ class Perceptron(BinaryLearner):
         return float(dot(self.w_, idx, val))
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
-        return _fit(self.w_, float(self.eta), idx, val, y, force)  # type: ignore[no-any-return]
+        return _fit(self.w_, float(self.eta), idx, val, y, force)
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx]

@@ -56,9 +56,8 @@ def decode_array(
     if doc.get("dtype") != dtype:
         raise InvalidState(f"{what}: expected dtype {dtype}, got {doc.get('dtype')!r}")
     got_shape = doc.get("shape")
-    if (
-        not isinstance(got_shape, list)
-        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in got_shape)
+    if not isinstance(got_shape, list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in got_shape
     ):
         raise InvalidState(f"{what}: shape must be a list of non-negative integers")
     if shape is not None and tuple(got_shape) != tuple(shape):
@@ -73,9 +72,7 @@ def decode_array(
     dt = _DTYPES[dtype]
     count = int(np.prod(got_shape)) if got_shape else 1
     if len(raw) != count * dt.itemsize:
-        raise InvalidState(
-            f"{what}: {len(raw)} bytes do not hold {count} values of {dtype}"
-        )
+        raise InvalidState(f"{what}: {len(raw)} bytes do not hold {count} values of {dtype}")
     arr = np.frombuffer(raw, dtype=dt).reshape(got_shape).astype(dt.newbyteorder("="))
     if finite and arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise InvalidState(f"{what}: contains non-finite values")

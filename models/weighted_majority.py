@@ -155,9 +155,16 @@ class WeightedMajority(MulticlassLearner):
         return np.asarray(totals)
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        return _learn(  # type: ignore[no-any-return]
-            self.u_, self.scalars_, float(self.beta), self.update == "every_trial",
-            x.expert, x.cls, x.value, self.n_classes, c,
+        return _learn(
+            self.u_,
+            self.scalars_,
+            float(self.beta),
+            self.update == "every_trial",
+            x.expert,
+            x.cls,
+            x.value,
+            self.n_classes,
+            c,
         )
 
     def weights(self) -> np.ndarray:

@@ -161,9 +161,18 @@ class Winnow(BinaryLearner):
         return int(_predict(s, self._lo, self._hi, self.strict))
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
-        return _fit(  # type: ignore[no-any-return]
-            self.w_, self._lo, self._hi, self.strict, self._la, self._lb,
-            self._eliminate, idx, val, y, force,
+        return _fit(
+            self.w_,
+            self._lo,
+            self._hi,
+            self.strict,
+            self._la,
+            self._lb,
+            self._eliminate,
+            idx,
+            val,
+            y,
+            force,
         )
 
     def snapshot(self) -> LinearHypothesis:
