@@ -67,7 +67,7 @@ def _as_indices(indices: Any, what: str) -> np.ndarray:
 
 
 class Attributes:
-    """A sparse attribute vector: distinct ``indices`` and their non-zero ``values``.
+    """A sparse attribute vector: sorted distinct ``indices`` and their non-zero ``values``.
 
     Parameters
     ----------
@@ -96,9 +96,12 @@ class Attributes:
             raise InvalidInstance(
                 f"{idx.size} feature indices but {val.size} feature values: expected equal lengths"
             )
-        if idx.size > 1 and np.unique(idx).size != idx.size:
-            uniq, counts = np.unique(idx, return_counts=True)
-            raise InvalidInstance(f"feature index {int(uniq[counts > 1][0])} appears twice")
+        if idx.size > 1 and not (idx[1:] > idx[:-1]).all():
+            order = np.argsort(idx, kind="stable")
+            idx, val = idx[order], val[order]
+            dup = idx[1:] == idx[:-1]
+            if dup.any():
+                raise InvalidInstance(f"feature index {int(idx[1:][dup][0])} appears twice")
         nz = val != 0.0
         if not nz.all():
             idx, val = idx[nz], val[nz]
