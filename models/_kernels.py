@@ -11,6 +11,7 @@ from numba import njit
 __all__ = [
     "argmax_first",
     "dot",
+    "linear_max_predict",
     "linear_max_scores",
     "runner_up",
     "slice_difference",
@@ -34,6 +35,14 @@ def linear_max_scores(
     for j in range(expert.shape[0]):
         s[cls[j]] += w[expert[j]] * value[j]
     return s
+
+
+@njit(cache=True, nogil=True)
+def linear_max_predict(
+    w: np.ndarray, expert: np.ndarray, cls: np.ndarray, value: np.ndarray, k: int
+) -> int:  # pragma: no cover
+    """The first arg-max of the linear-max scores, in one call."""
+    return argmax_first(linear_max_scores(w, expert, cls, value, k))
 
 
 @njit(cache=True, nogil=True)

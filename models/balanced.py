@@ -9,49 +9,57 @@ import numpy as np
 from numba import njit
 
 from models.base import BinaryLearner, Label
-from models.instance import InvalidInstance
+from models.instance import Attributes, InvalidInstance
 from models.params import Bool, Integer, Labels, Real
 from models.state import InvalidState
 
 __all__ = ["BalancedWinnow"]
 
 
+# Weights are one (n, 2) array, w[i] = (w+_i, w-_i), so both halves of a weight share a
+# cache line; ``prm`` packs (theta, ln alpha, ln beta, strict, update_on_zero_margin).
+
+
 @njit(cache=True, nogil=True)
-def _margin(wp, wn, theta, idx, val):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _margin(w, prm, idx, val):  # type: ignore[no-untyped-def]  # pragma: no cover
     s = 0.0
     for j in range(idx.shape[0]):
         i = idx[j]
-        s += (wp[i] - wn[i]) * val[j]
-    return s - theta
+        s += (w[i, 0] - w[i, 1]) * val[j]
+    return s - prm[0]
 
 
 @njit(cache=True, nogil=True)
-def _fit(wp, wn, theta, la, lb, strict, zero_update, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """One trial; ``la``/``lb`` are ln(alpha)/ln(beta). Returns (predicted sign, updated)."""
-    m = _margin(wp, wn, theta, idx, val)
-    pred = 1 if (m > 0.0 or (m == 0.0 and not strict)) else -1
-    if not (force or pred != y or (zero_update and m == 0.0)):
+def _sign(w, prm, idx, val):  # type: ignore[no-untyped-def]  # pragma: no cover
+    m = _margin(w, prm, idx, val)
+    return 1 if (m > 0.0 or (m == 0.0 and prm[3] == 0.0)) else -1
+
+
+@njit(cache=True, nogil=True)
+def _fit(w, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial. Returns (predicted sign, updated)."""
+    m = _margin(w, prm, idx, val)
+    pred = 1 if (m > 0.0 or (m == 0.0 and prm[3] == 0.0)) else -1
+    if not (force or pred != y or (prm[4] != 0.0 and m == 0.0)):
         return pred, False
-    up, down = (la, lb) if y > 0 else (lb, la)
+    up, down = (prm[1], prm[2]) if y > 0 else (prm[2], prm[1])
     for j in range(idx.shape[0]):
         i = idx[j]
-        wp[i] *= np.exp(up * val[j])
-        wn[i] *= np.exp(down * val[j])
-        if not (wp[i] < 1e300 and wn[i] < 1e300):
+        w[i, 0] *= np.exp(up * val[j])
+        w[i, 1] *= np.exp(down * val[j])
+        if not (w[i, 0] < 1e300 and w[i, 1] < 1e300):
             for r in range(j + 1):  # undo this trial, then refuse it
-                wp[idx[r]] *= np.exp(-up * val[r])
-                wn[idx[r]] *= np.exp(-down * val[r])
+                w[idx[r], 0] *= np.exp(-up * val[r])
+                w[idx[r], 1] *= np.exp(-down * val[r])
             raise OverflowError("balanced-winnow weights would exceed 1e300: use a smaller alpha")
     return pred, True
 
 
 @njit(cache=True, nogil=True)
-def _fit_batch(wp, wn, theta, la, lb, strict, zero_update, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _fit_batch(w, prm, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
     for t in range(ys.shape[0]):
         lo, hi = indptr[t], indptr[t + 1]
-        pred, upd = _fit(
-            wp, wn, theta, la, lb, strict, zero_update, idx[lo:hi], val[lo:hi], ys[t], False
-        )
+        pred, upd = _fit(w, prm, idx[lo:hi], val[lo:hi], ys[t], False)
         mistakes[t] = pred != ys[t]
         updates[t] = upd
 
@@ -106,7 +114,7 @@ class BalancedWinnow(BinaryLearner):
         "beta": Real(0.0, 1.0, low_open=True, high_open=True, optional=True),
         "labels": Labels(exactly=2),
     }
-    _state_arrays = {"w_pos_": "float64", "w_neg_": "float64"}
+    _state_arrays = {"w_": "float64"}
 
     def __init__(
         self,
@@ -132,19 +140,33 @@ class BalancedWinnow(BinaryLearner):
         self._initialise()
 
     def _check_params(self) -> None:
-        self._la = float(np.log(self.alpha))
-        self._lb = float(np.log(self.beta)) if self.beta is not None else -self._la
+        la = float(np.log(self.alpha))
+        lb = float(np.log(self.beta)) if self.beta is not None else -la
         self._theta = float(self.theta)
+        self._prm = np.array(
+            [self._theta, la, lb, float(self.strict), float(self.update_on_zero_margin)]
+        )
 
     def _reset_state(self) -> None:
-        self.w_pos_ = np.full(self.n_features, float(self.init_pos))
-        self.w_neg_ = np.full(self.n_features, float(self.init_neg))
+        self.w_ = np.empty((self.n_features, 2))
+        self.w_[:, 0] = self.init_pos
+        self.w_[:, 1] = self.init_neg
+
+    @property
+    def w_pos_(self) -> np.ndarray:
+        """The positive weights w+ (a view)."""
+        return self.w_[:, 0]
+
+    @property
+    def w_neg_(self) -> np.ndarray:
+        """The negative weights w- (a view)."""
+        return self.w_[:, 1]
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"w_pos_": (self.n_features,), "w_neg_": (self.n_features,)}
+        return {"w_": (self.n_features, 2)}
 
     def _check_state(self) -> None:
-        if not ((self.w_pos_ > 0).all() and (self.w_neg_ > 0).all()):
+        if not (self.w_ > 0).all():
             raise InvalidState("balanced-winnow weights must be positive")
 
     @property
@@ -152,28 +174,19 @@ class BalancedWinnow(BinaryLearner):
         return self._theta
 
     def _margin(self, idx: np.ndarray, val: np.ndarray) -> float:
-        return float(_margin(self.w_pos_, self.w_neg_, self._theta, idx, val))
+        return float(_margin(self.w_, self._prm, idx, val))
+
+    def _predict(self, x: Attributes) -> int:
+        return 0 if _sign(self.w_, self._prm, x.indices, x.values) > 0 else 1
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
-        return _fit(
-            self.w_pos_,
-            self.w_neg_,
-            self._theta,
-            self._la,
-            self._lb,
-            self.strict,
-            self.update_on_zero_margin,
-            idx,
-            val,
-            y,
-            force,
-        )
+        return _fit(self.w_, self._prm, idx, val, y, force)
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
-        return self.w_pos_[idx] - self.w_neg_[idx]
+        return self.w_[idx, 0] - self.w_[idx, 1]
 
     def weights(self) -> np.ndarray:
-        return self.w_pos_ - self.w_neg_
+        return self.w_[:, 0] - self.w_[:, 1]
 
     def learn_many(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray]:
         """Learn a batch in one compiled loop, with the same results as trial by trial.
@@ -187,21 +200,7 @@ class BalancedWinnow(BinaryLearner):
         signs = np.array([1 - 2 * self.class_of(y) for y in ys], dtype=np.int64)
         mistakes = np.zeros(signs.size, dtype=bool)
         updates = np.zeros(signs.size, dtype=bool)
-        _fit_batch(
-            self.w_pos_,
-            self.w_neg_,
-            self._theta,
-            self._la,
-            self._lb,
-            self.strict,
-            self.update_on_zero_margin,
-            indptr,
-            idx,
-            val,
-            signs,
-            mistakes,
-            updates,
-        )
+        _fit_batch(self.w_, self._prm, indptr, idx, val, signs, mistakes, updates)
         n_upd = int(updates.sum())
         self.trials_ += signs.size
         self.mistakes_ += int(mistakes.sum())

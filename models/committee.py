@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from models._kernels import argmax_first, linear_max_scores
+from models._kernels import argmax_first, linear_max_predict, linear_max_scores
 from models.base import Label, MulticlassLearner
 from models.instance import Experts
 from models.params import Integer, Labels, Real
@@ -113,11 +113,10 @@ class Committee(MulticlassLearner):
         return s / self.scalars_[0]
 
     def _predict(self, x: Experts) -> int:
-        s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
-        return int(argmax_first(s))
+        return int(linear_max_predict(self.r_, x.expert, x.cls, x.value, len(self.labels)))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        return _learn(self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, self.n_classes, c)
+        return _learn(self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, len(self.labels), c)
 
     def weights(self) -> np.ndarray:
         return self.r_ / self.scalars_[0]

@@ -166,6 +166,8 @@ class Attributes:
 class AttributeBatch:
     """Many attribute vectors in CSR form: row t is ``indices/values[indptr[t]:indptr[t+1]]``.
 
+Each row is kept sorted by index, like :class:`Attributes`.
+
     Validation is vectorised, so building a batch costs O(total non-zeros) in numpy, not a
     Python loop per row.
     """
@@ -183,15 +185,17 @@ class AttributeBatch:
                 f"indptr ends at {int(ptr[-1])} but there are {idx.size} indices and "
                 f"{val.size} values"
             )
-        if idx.size > 1:
-            rows = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+        rows = np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+        inside = idx[1:] > idx[:-1]
+        if idx.size > 1 and not (inside | (rows[1:] != rows[:-1])).all():
+            # Sort each row by index, as Attributes does, so sums run in the same order.
             order = np.lexsort((idx, rows))
-            same = (rows[order][1:] == rows[order][:-1]) & (idx[order][1:] == idx[order][:-1])
+            idx, val, rows = idx[order], val[order], rows[order]
+            same = (rows[1:] == rows[:-1]) & (idx[1:] == idx[:-1])
             if same.any():
                 j = int(np.flatnonzero(same)[0])
                 raise InvalidInstance(
-                    f"instance {int(rows[order][j])}: feature index {int(idx[order][j])} "
-                    "appears twice"
+                    f"instance {int(rows[j])}: feature index {int(idx[j])} appears twice"
                 )
         self.indptr = np.ascontiguousarray(ptr)
         self.indices = np.ascontiguousarray(idx)
