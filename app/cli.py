@@ -6,13 +6,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from models.datasets import MajorityProblem
 from models.registry import build
 
-DEMO_LEARNERS = {
+DEMO_LEARNERS: dict[str, dict[str, Any]] = {
     "committee": {"kind": "committee", "alpha": 1.2},
     "balanced-winnow": {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": 1.1}},
     "perceptron": {"kind": "subexpert", "learner": {"kind": "perceptron"}},

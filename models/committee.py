@@ -116,7 +116,9 @@ class Committee(MulticlassLearner):
         return int(linear_max_predict(self.r_, x.expert, x.cls, x.value, len(self.labels)))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        return _learn(self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, len(self.labels), c)
+        return _learn(
+            self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, len(self.labels), c
+        )
 
     def weights(self) -> np.ndarray:
         return self.r_ / self.scalars_[0]
