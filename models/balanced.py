@@ -40,7 +40,7 @@ def _fit(w, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma:
     """One trial. Returns (predicted sign, updated)."""
     m = _margin(w, prm, idx, val)
     pred = 1 if (m > 0.0 or (m == 0.0 and prm[3] == 0.0)) else -1
-    if not (force or pred != y or (prm[4] != 0.0 and m == 0.0)):
+    if idx.shape[0] == 0 or not (force or pred != y or (prm[4] != 0.0 and m == 0.0)):
         return pred, False
     up, down = (prm[1], prm[2]) if y > 0 else (prm[2], prm[1])
     for j in range(idx.shape[0]):

@@ -37,7 +37,12 @@ Label = Hashable
 
 
 class Outcome(NamedTuple):
-    """What one trial did: whether the prediction was wrong, and whether the learner updated."""
+    """What one trial did.
+
+    ``mistake``: the prediction differed from the label. ``updated``: the update rule fired
+    and changed the hypothesis (an update over an all-zero instance changes nothing and is
+    not counted). The two differ for rules that also update on small correct margins.
+    """
 
     mistake: bool
     updated: bool

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from models._kernels import argmax_first, linear_max_predict, linear_max_scores
+from models._kernels import argmax_first, linear_max_predict, linear_max_scores, slice_difference
 from models.base import Label, MulticlassLearner
 from models.instance import Experts
 from models.params import Integer, Labels, Real
@@ -15,34 +15,39 @@ from models.state import InvalidState
 
 __all__ = ["Committee"]
 
-# The running sum R = sum(r) is recomputed exactly this often, and r is rescaled to sum 1
-# whenever R leaves [_LOW, _HIGH]; both cost O(n) and are rare, so a trial stays O(active).
-_RECOMPUTE_EVERY = 1024.0
+# R = sum(r) is kept as a running sum so a trial stays O(active). Its rounding error is
+# relative to the largest R since the last exact recount, so R is recounted (O(n), rare)
+# every _RECOUNT_EVERY updates and whenever it moves by more than _DRIFT from the last
+# recount; r is rescaled to sum 1 when R leaves [_LOW, _HIGH].
+_RECOUNT_EVERY = 1024.0
+_DRIFT = 1e3
 _LOW, _HIGH = 1e-100, 1e100
 
 
 @njit(cache=True, nogil=True)
 def _learn(r, sc, la, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """One trial on raw weights ``r`` with ``sc = [R, updates since recompute]``."""
+    """One trial on raw weights ``r``; ``sc`` = [R, updates since recount, R at recount]."""
     s = linear_max_scores(r, expert, cls, value, k)
     pred = argmax_first(s)
     if pred == y:
         return pred, False
+    zi, zv = slice_difference(expert, cls, value, y, pred)
+    if zi.shape[0] == 0:
+        return pred, False
     total = sc[0]
-    for j in range(expert.shape[0]):
-        c = cls[j]
-        if c == y or c == pred:  # noqa: SIM109 - compiled by numba
-            e = expert[j]
-            old = r[e]
-            r[e] = old * np.exp((la if c == y else -la) * value[j])
-            total += r[e] - old
+    for j in range(zi.shape[0]):
+        e = zi[j]
+        old = r[e]
+        r[e] = old * np.exp(la * zv[j])
+        total += r[e] - old
     sc[1] += 1.0
-    if sc[1] >= _RECOMPUTE_EVERY or not (_LOW < total < _HIGH):
+    if sc[1] >= _RECOUNT_EVERY or not (sc[2] / _DRIFT < total < sc[2] * _DRIFT):
         total = r.sum()
-        sc[1] = 0.0
         if not (_LOW < total < _HIGH):
             r /= total
             total = 1.0
+        sc[1] = 0.0
+        sc[2] = total
     sc[0] = total
     return pred, True
 
@@ -53,7 +58,8 @@ class Committee(MulticlassLearner):
     Class j's vote is sum_i w_i x_i^j; the prediction is the first class with the largest
     vote. On a mistake (true y, predicted p) every sub-expert's weight is multiplied by
     alpha^{x_i^y - x_i^p}, then all weights are rescaled to sum 1. Raw weights and their
-    running sum are stored, so a trial costs O(active sub-experts).
+    running sum are stored, so a trial costs O(active sub-experts); ``scores`` divides by
+    the running sum, ``weights`` by the exact one.
 
     The mistake bound (S0 Theorem 1) is 2 ln(n) / delta^2 with alpha = (1 - delta)^{-1/2}.
 
@@ -96,16 +102,20 @@ class Committee(MulticlassLearner):
 
     def _reset_state(self) -> None:
         self.r_ = np.full(self.n_experts, 1.0 / self.n_experts)
-        self.scalars_ = np.array([1.0, 0.0])
+        self.scalars_ = np.array([1.0, 0.0, 1.0])
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"r_": (self.n_experts,), "scalars_": (2,)}
+        return {"r_": (self.n_experts,), "scalars_": (3,)}
 
     def _check_state(self) -> None:
         if not (self.r_ >= 0).all() or not self.r_.sum() > 0:
             raise InvalidState("committee weights must be non-negative with a positive sum")
         total = float(self.r_.sum())
-        if not np.isclose(self.scalars_[0], total, rtol=1e-6) or self.scalars_[1] < 0:
+        if (
+            not np.isclose(self.scalars_[0], total, rtol=1e-6)
+            or self.scalars_[1] < 0
+            or not self.scalars_[2] > 0
+        ):
             raise InvalidState("committee running sum does not match its weights")
 
     def _scores(self, x: Experts) -> np.ndarray:
@@ -121,4 +131,5 @@ class Committee(MulticlassLearner):
         )
 
     def weights(self) -> np.ndarray:
-        return self.r_ / self.scalars_[0]
+        """The normalised weights r / sum(r) (an exact sum: this is O(n) anyway)."""
+        return self.r_ / self.r_.sum()

@@ -166,10 +166,10 @@ class Attributes:
 class AttributeBatch:
     """Many attribute vectors in CSR form: row t is ``indices/values[indptr[t]:indptr[t+1]]``.
 
-Each row is kept sorted by index, like :class:`Attributes`.
+    Each row is kept sorted by index, like :class:`Attributes`.
 
-    Validation is vectorised, so building a batch costs O(total non-zeros) in numpy, not a
-    Python loop per row.
+        Validation is vectorised, so building a batch costs O(total non-zeros) in numpy, not a
+        Python loop per row.
     """
 
     __slots__ = ("high", "indices", "indptr", "low", "size", "values")

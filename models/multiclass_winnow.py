@@ -31,7 +31,7 @@ def _learn(w, alpha, expert, cls, value, k, y):  # type: ignore[no-untyped-def] 
             w[zi[j]] /= f
         if not w[zi[j]] < 1e300:
             raise OverflowError("multiclass-winnow weight overflow: use a smaller alpha")
-    return pred, True
+    return pred, zi.shape[0] > 0
 
 
 class MulticlassWinnow(MulticlassLearner):

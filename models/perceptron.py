@@ -18,7 +18,7 @@ __all__ = ["Perceptron"]
 def _fit(w, eta, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
     m = dot(w, idx, val)
     pred = 1 if m >= 0.0 else -1
-    if not (force or y * m <= 0.0):
+    if idx.shape[0] == 0 or not (force or y * m <= 0.0):
         return pred, False
     for j in range(idx.shape[0]):
         w[idx[j]] += eta * y * val[j]

@@ -31,7 +31,7 @@ def _fit(w, lo, hi, strict, la, lb, eliminate, idx, val, y, force):  # type: ign
     s = dot(w, idx, val)
     pred = _predict(s, lo, hi, strict)
     in_band = lo < hi and lo <= s <= hi
-    if not (force or pred != y or in_band):
+    if idx.shape[0] == 0 or not (force or pred != y or in_band):
         return pred, False
     for j in range(idx.shape[0]):
         i = idx[j]
