@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from models.base import BinaryLearner, Label
-from models.params import Constraint, Integer, Labels, Real
+from models.params import MAX_SIZE, Constraint, Integer, Labels, Real
 from models.state import InvalidState
 
 __all__ = ["ALMA", "inverse_link", "link"]
@@ -185,10 +185,11 @@ class ALMA(BinaryLearner):
     """
 
     kind = "alma"
+    convertible = True
     value_range = None
     margin_based = True
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
-        "n_features": Integer(1),
+        "n_features": Integer(1, MAX_SIZE),
         "p": Real(2.0, 64.0),
         "alma_alpha": Real(0.0, 1.0, low_open=True),
         "B": Real(0.0, low_open=True, optional=True),
@@ -215,7 +216,7 @@ class ALMA(BinaryLearner):
         self.alma_alpha = alma_alpha
         self.B = B
         self.C = C
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self._initialise()
 
     def _check_params(self) -> None:

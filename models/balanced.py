@@ -10,7 +10,7 @@ from numba import njit
 
 from models.base import BinaryLearner, Label
 from models.instance import Attributes, InvalidInstance
-from models.params import Bool, Integer, Labels, Real
+from models.params import MAX_SIZE, Bool, Integer, Labels, Real
 from models.state import InvalidState
 
 __all__ = ["BalancedWinnow"]
@@ -36,32 +36,52 @@ def _sign(w, prm, idx, val):  # type: ignore[no-untyped-def]  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
+def _factor(log_factor, x, unit):  # type: ignore[no-untyped-def]  # pragma: no cover
+    return unit if x == 1.0 else np.exp(log_factor * x)
+
+
+@njit(cache=True, nogil=True)
 def _fit(w, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """One trial. Returns (predicted sign, updated)."""
+    """One trial. Returns (predicted sign, status): 0 no update, 1 updated, 2 refused.
+
+    An update that would take a weight out of [1e-300, 1e300] is refused whole, leaving
+    the weights as they were.
+    """
     m = _margin(w, prm, idx, val)
     pred = 1 if (m > 0.0 or (m == 0.0 and prm[3] == 0.0)) else -1
     if idx.shape[0] == 0 or not (force or pred != y or (prm[4] != 0.0 and m == 0.0)):
-        return pred, False
+        return pred, 0
     up, down = (prm[1], prm[2]) if y > 0 else (prm[2], prm[1])
+    eu, ed = np.exp(up), np.exp(down)
     for j in range(idx.shape[0]):
         i = idx[j]
-        w[i, 0] *= np.exp(up * val[j])
-        w[i, 1] *= np.exp(down * val[j])
-        if not (w[i, 0] < 1e300 and w[i, 1] < 1e300):
-            for r in range(j + 1):  # undo this trial, then refuse it
-                w[idx[r], 0] *= np.exp(-up * val[r])
-                w[idx[r], 1] *= np.exp(-down * val[r])
-            raise OverflowError("balanced-winnow weights would exceed 1e300: use a smaller alpha")
-    return pred, True
+        a = w[i, 0] * _factor(up, val[j], eu)
+        b = w[i, 1] * _factor(down, val[j], ed)
+        if not (1e-300 < a < 1e300 and 1e-300 < b < 1e300):
+            return pred, 2
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        w[i, 0] *= _factor(up, val[j], eu)
+        w[i, 1] *= _factor(down, val[j], ed)
+    return pred, 1
 
 
 @njit(cache=True, nogil=True)
 def _fit_batch(w, prm, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Trials in order; returns how many were applied (fewer if one was refused)."""
     for t in range(ys.shape[0]):
         lo, hi = indptr[t], indptr[t + 1]
-        pred, upd = _fit(w, prm, idx[lo:hi], val[lo:hi], ys[t], False)
+        pred, status = _fit(w, prm, idx[lo:hi], val[lo:hi], ys[t], False)
+        if status == 2:
+            return t
         mistakes[t] = pred != ys[t]
-        updates[t] = upd
+        updates[t] = status == 1
+    return ys.shape[0]
+
+
+_OVERFLOW = (
+    "balanced-winnow refused an update that would push a weight past 1e300: use a smaller alpha"
+)
 
 
 class BalancedWinnow(BinaryLearner):
@@ -102,9 +122,10 @@ class BalancedWinnow(BinaryLearner):
     """
 
     kind = "balanced-winnow"
+    convertible = True
     value_range = (0.0, 1.0)
     _parameter_constraints = {
-        "n_features": Integer(1),
+        "n_features": Integer(1, MAX_SIZE),
         "alpha": Real(1.0, low_open=True),
         "theta": Real(),
         "init_pos": Real(0.0, low_open=True),
@@ -136,7 +157,7 @@ class BalancedWinnow(BinaryLearner):
         self.strict = strict
         self.update_on_zero_margin = update_on_zero_margin
         self.beta = beta
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self._initialise()
 
     def _check_params(self) -> None:
@@ -180,7 +201,10 @@ class BalancedWinnow(BinaryLearner):
         return 0 if _sign(self.w_, self._prm, x.indices, x.values) > 0 else 1
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
-        return _fit(self.w_, self._prm, idx, val, y, force)
+        pred, status = _fit(self.w_, self._prm, idx, val, y, force)
+        if status == 2:
+            raise OverflowError(_OVERFLOW)
+        return pred, status == 1
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx, 0] - self.w_[idx, 1]
@@ -200,10 +224,12 @@ class BalancedWinnow(BinaryLearner):
         signs = np.array([1 - 2 * self.class_of(y) for y in ys], dtype=np.int64)
         mistakes = np.zeros(signs.size, dtype=bool)
         updates = np.zeros(signs.size, dtype=bool)
-        _fit_batch(self.w_, self._prm, indptr, idx, val, signs, mistakes, updates)
-        n_upd = int(updates.sum())
-        self.trials_ += signs.size
-        self.mistakes_ += int(mistakes.sum())
+        done = _fit_batch(self.w_, self._prm, indptr, idx, val, signs, mistakes, updates)
+        n_upd = int(updates[:done].sum())
+        self.trials_ += done
+        self.mistakes_ += int(mistakes[:done].sum())
         self.updates_ += n_upd
         self.version_ += n_upd
+        if done < signs.size:
+            raise OverflowError(f"trial {done} of the batch: {_OVERFLOW}; earlier trials applied")
         return mistakes, updates

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from models import state as st
-from models._kernels import argmax_first, linear_max_scores
+from models._kernels import argmax_first, dot, linear_max_scores
 from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.params import Constraint, validate_params
 
@@ -52,10 +52,69 @@ class UnknownLabel(InvalidInstance):
     """A label that is not one of the learner's labels."""
 
 
+class InstanceCheck:
+    """Converts input to a learner's instance form and checks size, classes and range.
+
+    Learners and their snapshots share one, so a snapshot rejects exactly what its learner
+    rejects.
+    """
+
+    __slots__ = ("high", "input_kind", "low", "n_classes", "name", "size")
+
+    def __init__(
+        self,
+        name: str,
+        input_kind: str,
+        size: int,
+        n_classes: int,
+        value_range: tuple[float, float] | None,
+    ) -> None:
+        self.name = name
+        self.input_kind = input_kind
+        self.size = size
+        self.n_classes = n_classes
+        self.low, self.high = value_range or (-np.inf, np.inf)
+
+    def __call__(self, x: Any) -> Any:
+        if self.input_kind == "attributes":
+            if type(x) is not Attributes:
+                x = Attributes.coerce(x)
+        elif type(x) is not Experts:
+            x = Experts.coerce(x)
+        self.fit(x)
+        return x
+
+    def fit(self, x: Any) -> None:
+        """Raise InvalidInstance unless ``x`` (an instance or a batch) fits."""
+        classes = getattr(x, "n_classes", 0)
+        if (
+            x.size <= self.size
+            and self.low <= x.low
+            and x.high <= self.high
+            and classes <= self.n_classes
+        ):
+            return
+        if x.size > self.size:
+            unit = "features" if self.input_kind == "attributes" else "sub-experts"
+            raise InvalidInstance(
+                f"instance has {x.size} {unit}, but the learner was built for {self.size}"
+            )
+        if classes > self.n_classes:
+            raise InvalidInstance(
+                f"instance votes for class {classes - 1}, but the learner has "
+                f"{self.n_classes} classes"
+            )
+        bad = x.low if x.low < self.low else x.high
+        raise InvalidInstance(
+            f"{self.name} needs values in [{self.low:g}, {self.high:g}], got {bad:g}"
+        )
+
+
 class Hypothesis:
     """An immutable hypothesis: scores instances and predicts labels, never learns."""
 
     labels: tuple[Label, ...]
+    check: InstanceCheck
 
     def scores(self, x: Any) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
@@ -67,26 +126,39 @@ class Hypothesis:
         return self.labels[self.predict_class(x)]
 
 
+def _frozen(a: np.ndarray) -> np.ndarray:
+    out = np.array(a, dtype=np.float64)
+    out.flags.writeable = False
+    return out
+
+
 class LinearHypothesis(Hypothesis):
     """Binary linear threshold: margin m = w.x - threshold, scores (m, -m).
 
     The first label (class 0, +1) is predicted iff m > 0, or m == 0 when not ``strict``.
+    The margin is summed in the same order as the learners sum theirs, so a snapshot
+    predicts exactly like its learner, ties included.
     """
 
-    __slots__ = ("labels", "strict", "threshold", "weights")
+    __slots__ = ("check", "labels", "strict", "threshold", "weights")
 
     def __init__(
-        self, weights: np.ndarray, threshold: float, labels: tuple[Label, ...], strict: bool
+        self,
+        weights: np.ndarray,
+        threshold: float,
+        labels: tuple[Label, ...],
+        strict: bool,
+        check: InstanceCheck,
     ) -> None:
-        self.weights = np.array(weights, dtype=np.float64)
-        self.weights.flags.writeable = False
+        self.weights = _frozen(weights)
         self.threshold = float(threshold)
         self.labels = labels
         self.strict = strict
+        self.check = check
 
     def margin(self, x: Any) -> float:
-        x = Attributes.coerce(x)
-        return float(self.weights[x.indices] @ x.values) - self.threshold
+        x = self.check(x)
+        return float(dot(self.weights, x.indices, x.values)) - self.threshold
 
     def scores(self, x: Any) -> np.ndarray:
         m = self.margin(x)
@@ -98,20 +170,41 @@ class LinearHypothesis(Hypothesis):
 
 
 class LinearMaxHypothesis(Hypothesis):
-    """Linear-max over sub-experts: s_j = w.x^j, predict the first arg-max."""
+    """Linear-max over sub-experts: s_j = scale * w.x^j, predict the first arg-max.
 
-    __slots__ = ("labels", "weights")
+    ``weights`` are kept in the learner's own scale and the prediction is taken before
+    multiplying by ``scale``, so it matches the learner's exactly, ties included;
+    ``normalized()`` gives scale * weights.
+    """
 
-    def __init__(self, weights: np.ndarray, labels: tuple[Label, ...]) -> None:
-        self.weights = np.array(weights, dtype=np.float64)
-        self.weights.flags.writeable = False
+    __slots__ = ("check", "labels", "scale", "weights")
+
+    def __init__(
+        self,
+        weights: np.ndarray,
+        labels: tuple[Label, ...],
+        check: InstanceCheck,
+        scale: float = 1.0,
+    ) -> None:
+        self.weights = _frozen(weights)
         self.labels = labels
+        self.check = check
+        self.scale = float(scale)
 
-    def scores(self, x: Any) -> np.ndarray:
-        x = Experts.coerce(x)
+    def normalized(self) -> np.ndarray:
+        return self.weights * self.scale
+
+    def _raw(self, x: Any) -> np.ndarray:
+        x = self.check(x)
         return np.asarray(
             linear_max_scores(self.weights, x.expert, x.cls, x.value, len(self.labels))
         )
+
+    def scores(self, x: Any) -> np.ndarray:
+        return self._raw(x) * self.scale
+
+    def predict_class(self, x: Any) -> int:
+        return int(argmax_first(self._raw(x)))
 
 
 def _plain(value: Any) -> Any:
@@ -158,6 +251,9 @@ class Learner:
         self.labels = tuple(self.labels)
         self._class = {label: c for c, label in enumerate(self.labels)}
         self._check_params()
+        self._check = InstanceCheck(
+            self.kind, self.input_kind, self.size, len(self.labels), self.value_range
+        )
         self.reset()
 
     def _check_params(self) -> None:
@@ -208,6 +304,8 @@ class Learner:
 
     def class_of(self, label: Label) -> int:
         try:
+            if label.__class__ is bool:  # True == 1 would otherwise pass as the label 1
+                raise KeyError(label)
             return self._class[label]
         except (KeyError, TypeError):
             raise UnknownLabel(
@@ -221,31 +319,7 @@ class Learner:
 
     def coerce(self, x: Any) -> Any:
         """Convert ``x`` to this learner's instance form and check its size and range."""
-        if self.input_kind == "attributes":
-            if type(x) is not Attributes:
-                x = Attributes.coerce(x)
-        elif type(x) is not Experts:
-            x = Experts.coerce(x)
-        self._check_fit(x)
-        return x
-
-    def _check_fit(self, x: Any) -> None:
-        low, high = self.value_range or (-np.inf, np.inf)
-        classes = getattr(x, "n_classes", 0)
-        if x.size <= self.size and low <= x.low and x.high <= high and classes <= len(self.labels):
-            return
-        if x.size > self.size:
-            unit = "features" if self.input_kind == "attributes" else "sub-experts"
-            raise InvalidInstance(
-                f"instance has {x.size} {unit}, but the learner was built for {self.size}"
-            )
-        if classes > len(self.labels):
-            raise InvalidInstance(
-                f"instance votes for class {classes - 1}, but the learner has "
-                f"{len(self.labels)} classes"
-            )
-        bad = x.low if x.low < low else x.high
-        raise InvalidInstance(f"{self.kind} needs values in [{low:g}, {high:g}], got {bad:g}")
+        return self._check(x)
 
     # -- the trial ----------------------------------------------------------------
 
@@ -271,8 +345,16 @@ class Learner:
         return Outcome(mistake, updated)
 
     def learn_many(self, xs: Iterable[Any], ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray]:
-        """Learn a sequence of trials in order; return the (mistake, updated) flags."""
-        out = [self.learn(x, y) for x, y in zip(xs, ys, strict=True)]
+        """Learn a sequence of trials in order; return the (mistake, updated) flags.
+
+        Every instance and label is checked before the first trial is applied.
+        """
+        items = [self.coerce(x) for x in xs]
+        if len(items) != len(ys):
+            raise InvalidInstance(f"{len(items)} instances but {len(ys)} labels")
+        for y in ys:
+            self.class_of(y)
+        out = [self.learn(x, y) for x, y in zip(items, ys, strict=True)]
         return (
             np.array([o.mistake for o in out], dtype=bool),
             np.array([o.updated for o in out], dtype=bool),
@@ -332,10 +414,11 @@ class Learner:
         doc = st.expect_keys(
             doc, "state", {"format", "version", "kind", "params", "counters", "arrays", "children"}
         )
-        if doc["format"] != st.FORMAT or doc["version"] != st.VERSION:
+        version = doc["version"]
+        if doc["format"] != st.FORMAT or type(version) is not int or version != st.VERSION:
             raise st.InvalidState(
                 f"state: expected format {st.FORMAT!r} version {st.VERSION}, "
-                f"got {doc['format']!r} version {doc['version']!r}"
+                f"got {doc['format']!r} version {version!r}"
             )
         if doc["kind"] != self.kind or doc["params"] != self.spec():
             raise st.InvalidState(f"state: made by {doc['params']!r}, not by {self.spec()!r}")
@@ -384,6 +467,8 @@ class BinaryLearner(Learner):
     input_kind = "attributes"
     #: True for learners that update on small correct margins (ALMA).
     margin_based: ClassVar[bool] = False
+    #: True for threshold-0 learners the sub-expert conversion accepts.
+    convertible: ClassVar[bool] = False
     n_features: int
     strict: bool = False
 
@@ -412,7 +497,7 @@ class BinaryLearner(Learner):
     def coerce_batch(self, xs: Any) -> AttributeBatch:
         """An :class:`AttributeBatch` (or a sequence of instances) checked against this learner."""
         batch = xs if isinstance(xs, AttributeBatch) else AttributeBatch.from_instances(xs)
-        self._check_fit(batch)
+        self._check.fit(batch)
         return batch
 
     def margin(self, x: Any) -> float:
@@ -434,7 +519,9 @@ class BinaryLearner(Learner):
         return (0 if sign > 0 else 1), updated
 
     def snapshot(self) -> LinearHypothesis:
-        return LinearHypothesis(self.weights(), self.effective_threshold, self.labels, self.strict)
+        return LinearHypothesis(
+            self.weights(), self.effective_threshold, self.labels, self.strict, self._check
+        )
 
 
 class MulticlassLearner(Learner):
@@ -452,4 +539,4 @@ class MulticlassLearner(Learner):
         raise NotImplementedError
 
     def snapshot(self) -> LinearMaxHypothesis:
-        return LinearMaxHypothesis(self.weights(), self.labels)
+        return LinearMaxHypothesis(self.weights(), self.labels, self._check)

@@ -8,9 +8,9 @@ import numpy as np
 from numba import njit
 
 from models._kernels import argmax_first, linear_max_predict, linear_max_scores, slice_difference
-from models.base import Label, MulticlassLearner
+from models.base import Label, LinearMaxHypothesis, MulticlassLearner
 from models.instance import Experts
-from models.params import Integer, Labels, Real
+from models.params import MAX_SIZE, Integer, Labels, Real
 from models.state import InvalidState
 
 __all__ = ["Committee"]
@@ -85,7 +85,7 @@ class Committee(MulticlassLearner):
     kind = "committee"
     value_range = (0.0, 1.0)
     _parameter_constraints = {
-        "n_experts": Integer(1),
+        "n_experts": Integer(1, MAX_SIZE),
         "alpha": Real(1.0, low_open=True),
         "labels": Labels(),
     }
@@ -93,7 +93,7 @@ class Committee(MulticlassLearner):
 
     def __init__(self, n_experts: int, labels: Sequence[Label], alpha: float = 1.2) -> None:
         self.n_experts = n_experts
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self.alpha = alpha
         self._initialise()
 
@@ -129,6 +129,10 @@ class Committee(MulticlassLearner):
         return _learn(
             self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, len(self.labels), c
         )
+
+    def snapshot(self) -> LinearMaxHypothesis:
+        # Keep the raw weights so the snapshot's arg-max is the learner's, ties included.
+        return LinearMaxHypothesis(self.r_, self.labels, self._check, 1.0 / float(self.r_.sum()))
 
     def weights(self) -> np.ndarray:
         """The normalised weights r / sum(r) (an exact sum: this is O(n) anyway)."""

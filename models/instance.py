@@ -38,13 +38,23 @@ class InvalidInstance(ValueError):
     """An instance is malformed or does not fit the learner; the message says why."""
 
 
-def _as_values(values: Any, what: str) -> np.ndarray:
+def _as_array(values: Any, what: str, kinds: str, expected: str) -> np.ndarray:
+    """A fresh one-dimensional array of ``values`` whose dtype kind is one of ``kinds``."""
     try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidInstance(f"{what} must be numbers") from None
+        arr = np.array(values)  # a copy: the caller's array is never aliased nor frozen
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidInstance(f"{what} must be {expected}") from None
+    if arr.size == 0:
+        return arr.reshape(0)
+    if arr.dtype.kind not in kinds:
+        raise InvalidInstance(f"{what} must be {expected}, got {arr.dtype.name} values")
     if arr.ndim != 1:
-        raise InvalidInstance(f"{what} must be one-dimensional, got shape {arr.shape}")
+        raise InvalidInstance(f"{what} must be one-dimensional, got shape {list(arr.shape)}")
+    return arr
+
+
+def _as_values(values: Any, what: str) -> np.ndarray:
+    arr = _as_array(values, what, "iuf", "numbers").astype(np.float64)
     if not np.isfinite(arr).all():
         bad = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise InvalidInstance(f"{what}[{bad}] is {arr[bad]}: expected a finite number")
@@ -52,18 +62,16 @@ def _as_values(values: Any, what: str) -> np.ndarray:
 
 
 def _as_indices(indices: Any, what: str) -> np.ndarray:
-    arr = np.asarray(indices)
+    arr = _as_array(indices, what, "iuf", "a list of integers")
     if arr.size == 0:
-        return _EMPTY_I
-    if arr.ndim != 1 or arr.dtype.kind not in "iu":
-        if arr.ndim == 1 and arr.dtype.kind == "f" and np.all(arr == np.floor(arr)):
-            arr = arr.astype(np.int64)
-        else:
-            raise InvalidInstance(f"{what} must be a list of integers")
-    arr = arr.astype(np.int64, copy=False)
+        return _EMPTY_I.copy()
+    if arr.dtype.kind == "f" and not (np.isfinite(arr).all() and (arr == np.floor(arr)).all()):
+        raise InvalidInstance(f"{what} must be a list of integers")
     if arr.min() < 0:
-        raise InvalidInstance(f"{what} must be >= 0, got {int(arr.min())}")
-    return arr
+        raise InvalidInstance(f"{what} must be >= 0, got {arr.min():g}")
+    if arr.max() >= 2**62:
+        raise InvalidInstance(f"{what} must be < 2**62, got {arr.max():g}")
+    return arr.astype(np.int64)
 
 
 class Attributes:
@@ -91,7 +99,13 @@ class Attributes:
 
     def __init__(self, indices: Any, values: Any) -> None:
         idx = _as_indices(indices, "feature indices")
-        val = _as_values(values, "feature values")
+        val = _as_array(values, "feature values", "iuf", "numbers").astype(np.float64)
+        if idx.shape == val.shape and not np.isfinite(val).all():
+            bad = int(np.flatnonzero(~np.isfinite(val))[0])
+            raise InvalidInstance(
+                f"feature values[{bad}] (feature {int(idx[bad])}) is {val[bad]}: "
+                "expected a finite number"
+            )
         if idx.shape != val.shape:
             raise InvalidInstance(
                 f"{idx.size} feature indices but {val.size} feature values: expected equal lengths"
@@ -132,9 +146,9 @@ class Attributes:
         """Build from a mapping ``{index: value}``."""
         keys = list(x.keys())
         for k in keys:
-            if not isinstance(k, int | np.integer) or isinstance(k, bool):
-                raise InvalidInstance(f"feature key {k!r} is not an integer index")
-        return cls(np.fromiter(keys, dtype=np.int64, count=len(keys)), list(x.values()))
+            if not isinstance(k, int | np.integer) or isinstance(k, bool) or not 0 <= k < 2**62:
+                raise InvalidInstance(f"feature key {k!r} is not an integer index in [0, 2**62)")
+        return cls(np.array(keys, dtype=np.int64), list(x.values()))
 
     @classmethod
     def coerce(cls, x: Any) -> Attributes:
@@ -292,11 +306,14 @@ class Experts:
     def from_dense(cls, votes: Any) -> Experts:
         """Build from an n x k array: row i is sub-expert i's votes for the k classes."""
         try:
-            a = np.asarray(votes, dtype=np.float64)
-        except (TypeError, ValueError):
+            a = np.array(votes)
+        except (TypeError, ValueError, OverflowError):
             raise InvalidInstance("expert votes must be an n x k array of numbers") from None
         if a.ndim != 2:
-            raise InvalidInstance(f"expert votes must be an n x k array, got shape {a.shape}")
+            raise InvalidInstance(f"expert votes must be an n x k array, got shape {list(a.shape)}")
+        if a.size and a.dtype.kind not in "iuf":
+            raise InvalidInstance(f"expert votes must be numbers, got {a.dtype.name} values")
+        a = a.astype(np.float64)
         if not np.isfinite(a).all():
             i, j = (int(t[0]) for t in np.nonzero(~np.isfinite(a)))
             raise InvalidInstance(f"expert {i} vote for class {j} is {a[i, j]}: expected finite")
@@ -310,7 +327,7 @@ class Experts:
         """Build from one class index per sub-expert (``votes[i]`` is sub-expert i's class)."""
         c = _as_indices(votes, "expert votes")
         e = np.arange(c.size, dtype=np.int64)
-        return cls._trusted(e, c.copy(), np.ones(c.size), size=c.size)
+        return cls._trusted(e, c, np.ones(c.size), size=c.size)
 
     @classmethod
     def coerce(cls, x: Any) -> Experts:
@@ -357,11 +374,17 @@ def threshold_experts(k: int, offset: int = 0) -> Experts:
 
 def concat_experts(parts: Sequence[Experts]) -> Experts:
     """Join sub-expert instances whose expert numbers do not overlap, in ascending blocks."""
+    if not parts:
+        raise InvalidInstance("no sub-expert blocks to join")
     if len(parts) == 1:
         return parts[0]
+    last = -1
+    for p in parts:
+        if len(p) and p.expert[0] <= last:
+            raise InvalidInstance("sub-expert blocks overlap or are out of order")
+        if len(p):
+            last = int(p.expert[-1])
     e = np.concatenate([p.expert for p in parts])
-    if e.size > 1 and not (np.diff(e) >= 0).all():
-        raise InvalidInstance("sub-expert blocks overlap or are out of order")
     return Experts._trusted(
         e,
         np.concatenate([p.cls for p in parts]),

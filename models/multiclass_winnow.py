@@ -10,7 +10,7 @@ from numba import njit
 from models._kernels import argmax_first, linear_max_scores, slice_difference
 from models.base import Label, MulticlassLearner
 from models.instance import Experts
-from models.params import Integer, InvalidParameter, Labels, Real, RealArray
+from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Real, RealArray
 from models.state import InvalidState
 
 __all__ = ["MulticlassWinnow"]
@@ -21,17 +21,20 @@ def _learn(w, alpha, expert, cls, value, k, y):  # type: ignore[no-untyped-def] 
     s = linear_max_scores(w, expert, cls, value, k)
     pred = argmax_first(s)
     if pred == y:
-        return pred, False
+        return pred, 0
     zi, zv = slice_difference(expert, cls, value, y, pred)
+    for j in range(zi.shape[0]):  # refuse, whole, an update that would overflow
+        f = 1.0 + alpha * abs(zv[j])
+        v = w[zi[j]] * f if zv[j] > 0 else w[zi[j]] / f
+        if not v < 1e300:
+            return pred, 2
     for j in range(zi.shape[0]):
         f = 1.0 + alpha * abs(zv[j])
         if zv[j] > 0:
             w[zi[j]] *= f
         else:
             w[zi[j]] /= f
-        if not w[zi[j]] < 1e300:
-            raise OverflowError("multiclass-winnow weight overflow: use a smaller alpha")
-    return pred, zi.shape[0] > 0
+    return pred, 1 if zi.shape[0] > 0 else 0
 
 
 class MulticlassWinnow(MulticlassLearner):
@@ -60,7 +63,7 @@ class MulticlassWinnow(MulticlassLearner):
     kind = "multiclass-winnow"
     value_range = (0.0, 1.0)
     _parameter_constraints = {
-        "n_experts": Integer(1),
+        "n_experts": Integer(1, MAX_SIZE),
         "alpha": Real(0.0, low_open=True),
         "init": Real(0.0, low_open=True),
         "init_weights": RealArray(low=0.0),
@@ -77,13 +80,15 @@ class MulticlassWinnow(MulticlassLearner):
         init_weights: Sequence[float] | None = None,
     ) -> None:
         self.n_experts = n_experts
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self.alpha = alpha
         self.init = init
-        self.init_weights = None if init_weights is None else [float(v) for v in init_weights]
+        self.init_weights = init_weights
         self._initialise()
 
     def _check_params(self) -> None:
+        if self.init_weights is not None:
+            self.init_weights = [float(v) for v in self.init_weights]
         if self.init_weights is not None and len(self.init_weights) != self.n_experts:
             raise InvalidParameter(
                 "init_weights",
@@ -108,7 +113,15 @@ class MulticlassWinnow(MulticlassLearner):
         return np.asarray(linear_max_scores(self.w_, x.expert, x.cls, x.value, self.n_classes))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        return _learn(self.w_, float(self.alpha), x.expert, x.cls, x.value, self.n_classes, c)
+        pred, status = _learn(
+            self.w_, float(self.alpha), x.expert, x.cls, x.value, self.n_classes, c
+        )
+        if status == 2:
+            raise OverflowError(
+                "multiclass-winnow refused an update that would push a weight past 1e300: "
+                "use a smaller alpha"
+            )
+        return pred, status == 1
 
     def weights(self) -> np.ndarray:
         return self.w_.copy()

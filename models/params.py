@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "MAX_SIZE",
     "Bool",
     "Constraint",
     "Integer",
@@ -25,6 +26,11 @@ __all__ = [
     "Spec",
     "validate_params",
 ]
+
+
+#: The largest number of features or sub-experts a learner may be built for (2**26 weights
+#: of 8 or 16 bytes: at most 1 GiB per learner).
+MAX_SIZE = 2**26
 
 
 class InvalidParameter(ValueError):

@@ -9,7 +9,7 @@ from numba import njit
 
 from models._kernels import dot
 from models.base import BinaryLearner, Label
-from models.params import Integer, Labels, Real
+from models.params import MAX_SIZE, Integer, Labels, Real
 
 __all__ = ["Perceptron"]
 
@@ -50,8 +50,9 @@ class Perceptron(BinaryLearner):
     """
 
     kind = "perceptron"
+    convertible = True
     _parameter_constraints = {
-        "n_features": Integer(1),
+        "n_features": Integer(1, MAX_SIZE),
         "eta": Real(0.0, low_open=True),
         "labels": Labels(exactly=2),
     }
@@ -62,7 +63,7 @@ class Perceptron(BinaryLearner):
     ) -> None:
         self.n_features = n_features
         self.eta = eta
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self._initialise()
 
     def _reset_state(self) -> None:

@@ -23,7 +23,7 @@ from models.subexpert import SubExpert
 from models.weighted_majority import WeightedMajority
 from models.winnow import Winnow
 
-__all__ = ["CONTEXT_PARAMS", "KINDS", "build", "describe", "from_state"]
+__all__ = ["CONTEXT_PARAMS", "KINDS", "build", "describe", "from_state", "kind_of"]
 
 KINDS: dict[str, type[Learner]] = {
     cls.kind: cls
@@ -43,11 +43,12 @@ KINDS: dict[str, type[Learner]] = {
 CONTEXT_PARAMS = ("labels", "n_features", "n_experts")
 
 
-def _kind_of(spec: Any) -> type[Learner]:
+def kind_of(spec: Any) -> type[Learner]:
+    """The learner class a spec names."""
     if not isinstance(spec, Mapping):
         raise InvalidParameter("learner", spec, 'an object such as {"kind": "committee"}')
     kind = spec.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise InvalidParameter("kind", kind, "one of " + ", ".join(repr(k) for k in KINDS))
     return KINDS[kind]
 
@@ -62,7 +63,7 @@ def build(
 
     ``labels`` and ``size`` fill in the context parameters the spec leaves out.
     """
-    cls = _kind_of(spec)
+    cls = kind_of(spec)
     names = cls.param_names()
     params = {k: v for k, v in spec.items() if k != "kind"}
     unknown = sorted(set(params) - set(names))

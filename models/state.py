@@ -51,8 +51,7 @@ def decode_array(
     doc: Any, what: str, dtype: str, shape: tuple[int, ...] | None = None, finite: bool = True
 ) -> np.ndarray:
     """Decode one array, checking it has the expected dtype and (if given) shape."""
-    if not isinstance(doc, Mapping):
-        raise InvalidState(f"{what}: expected an encoded array object")
+    expect_keys(doc, what, {"dtype", "shape", "data"})
     if doc.get("dtype") != dtype:
         raise InvalidState(f"{what}: expected dtype {dtype}, got {doc.get('dtype')!r}")
     got_shape = doc.get("shape")

@@ -10,7 +10,7 @@ import numpy as np
 from models._kernels import argmax_first, runner_up, slice_difference
 from models.base import BinaryLearner, Label, Learner, MulticlassLearner
 from models.instance import Experts
-from models.params import Integer, InvalidParameter, Labels, Options, Spec
+from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options, Spec
 from models.state import InvalidState
 
 __all__ = ["SubExpert"]
@@ -55,7 +55,7 @@ class SubExpert(MulticlassLearner):
     kind = "subexpert"
     _parameter_constraints = {
         "learner": Spec(),
-        "n_experts": Integer(1),
+        "n_experts": Integer(1, MAX_SIZE),
         "labels": Labels(),
         "subexpert_z": Options(("predicted", "runner_up"), optional=True),
     }
@@ -69,14 +69,21 @@ class SubExpert(MulticlassLearner):
     ) -> None:
         self.learner = learner
         self.n_experts = n_experts
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self.subexpert_z = subexpert_z
         self._initialise()
 
     def _check_params(self) -> None:
-        from models.registry import build
+        from models.registry import build, kind_of
 
         spec = dict(self.learner.spec() if isinstance(self.learner, Learner) else self.learner)
+        expected = "a binary threshold-0 learner: balanced-winnow (theta 0), perceptron or alma"
+        try:
+            cls = kind_of(spec)
+        except InvalidParameter as exc:
+            raise InvalidParameter("learner." + exc.name, exc.value, exc.expected) from None
+        if not (issubclass(cls, BinaryLearner) and cls.convertible):
+            raise InvalidParameter("learner", spec, expected)
         spec.pop("labels", None)
         spec["n_features"] = self.n_experts
         try:
@@ -84,11 +91,7 @@ class SubExpert(MulticlassLearner):
         except InvalidParameter as exc:
             raise InvalidParameter("learner." + exc.name, exc.value, exc.expected) from None
         if not isinstance(inner, BinaryLearner) or inner.effective_threshold != 0.0:
-            raise InvalidParameter(
-                "learner",
-                spec,
-                "a binary threshold-0 learner: balanced-winnow (theta 0), perceptron or alma",
-            )
+            raise InvalidParameter("learner", spec, expected)
         self.learner = {k: v for k, v in inner.spec().items() if k not in ("n_features", "labels")}
         self.learner_ = inner
         self.value_range = inner.value_range  # type: ignore[misc]

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from models._kernels import argmax_first
-from models.base import Hypothesis, Label, MulticlassLearner
+from models.base import Hypothesis, InstanceCheck, Label, MulticlassLearner
 from models.instance import Experts
-from models.params import Integer, Labels, Options, Real
+from models.params import MAX_SIZE, Integer, Labels, Options, Real
 from models.state import InvalidState
 
 __all__ = ["WeightedMajority", "WeightedMajorityHypothesis"]
@@ -68,13 +69,16 @@ def _learn(u, sc, lb, every_trial, expert, cls, value, k, y):  # type: ignore[no
 class WeightedMajorityHypothesis(Hypothesis):
     """A frozen Weighted Majority: each expert's vote goes to its own top class."""
 
-    def __init__(self, weights: np.ndarray, labels: tuple[Label, ...]) -> None:
+    def __init__(
+        self, weights: np.ndarray, labels: tuple[Label, ...], check: InstanceCheck
+    ) -> None:
         self.weights = np.array(weights, dtype=np.float64)
         self.weights.flags.writeable = False
         self.labels = labels
+        self.check = check
 
-    def scores(self, x: Experts) -> np.ndarray:
-        x = Experts.coerce(x)
+    def scores(self, x: Any) -> np.ndarray:
+        x = self.check(x)
         picks = np.empty((len(x), 2), dtype=np.int64)
         totals, _ = _votes(self.weights, x.expert, x.cls, x.value, len(self.labels), picks)
         return np.asarray(totals)
@@ -116,7 +120,7 @@ class WeightedMajority(MulticlassLearner):
     kind = "weighted-majority"
     value_range = (0.0, 1.0)
     _parameter_constraints = {
-        "n_experts": Integer(1),
+        "n_experts": Integer(1, MAX_SIZE),
         "beta": Real(0.0, 1.0, high_open=True),
         "update": Options(("every_trial", "on_mistake")),
         "labels": Labels(),
@@ -131,7 +135,7 @@ class WeightedMajority(MulticlassLearner):
         update: str = "every_trial",
     ) -> None:
         self.n_experts = n_experts
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self.beta = beta
         self.update = update
         self._initialise()
@@ -171,4 +175,4 @@ class WeightedMajority(MulticlassLearner):
         return self.u_.copy()
 
     def snapshot(self) -> WeightedMajorityHypothesis:  # type: ignore[override]
-        return WeightedMajorityHypothesis(self.u_, self.labels)
+        return WeightedMajorityHypothesis(self.u_, self.labels, self._check)

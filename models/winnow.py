@@ -9,7 +9,7 @@ from numba import njit
 
 from models._kernels import dot
 from models.base import BinaryLearner, Label, LinearHypothesis
-from models.params import Bool, Integer, InvalidParameter, Labels, Options, Real
+from models.params import MAX_SIZE, Bool, Integer, InvalidParameter, Labels, Options, Real
 from models.state import InvalidState
 
 __all__ = ["Winnow"]
@@ -89,7 +89,7 @@ class Winnow(BinaryLearner):
     kind = "winnow"
     value_range = (0.0, 1.0)
     _parameter_constraints = {
-        "n_features": Integer(1),
+        "n_features": Integer(1, MAX_SIZE),
         "alpha": Real(1.0, low_open=True),
         "theta": Real(0.0, low_open=True, optional=True),
         "beta": Real(0.0, 1.0, low_open=True, high_open=True, optional=True),
@@ -124,7 +124,7 @@ class Winnow(BinaryLearner):
         self.theta_minus = theta_minus
         self.theta_plus = theta_plus
         self.init = init
-        self.labels = tuple(labels)
+        self.labels = labels  # type: ignore[assignment]
         self._initialise()
 
     def _check_params(self) -> None:
@@ -178,7 +178,9 @@ class Winnow(BinaryLearner):
     def snapshot(self) -> LinearHypothesis:
         # Inside a thick band the prediction is by the midpoint, never strict.
         strict = self.strict and self._lo == self._hi
-        return LinearHypothesis(self.weights(), self.effective_threshold, self.labels, strict)
+        return LinearHypothesis(
+            self.weights(), self.effective_threshold, self.labels, strict, self._check
+        )
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx]

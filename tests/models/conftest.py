@@ -1,0 +1,261 @@
+"""The cases of the common learner check suite (STYLE.md #8), in the manner of River's checks.
+
+Every learner kind in ``models.registry.KINDS`` appears here with its important variants.
+A test that takes an argument named ``case`` runs once per entry of :data:`CASES`; a
+:class:`Case` builds its learner through the registry and generates seeded trial streams
+that mix every instance form the learners accept (dense arrays, lists, sparse mappings,
+:class:`~models.instance.Attributes` / :class:`~models.instance.Experts`), with active sets
+that change from trial to trial and some empty instances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pytest
+
+from models import registry
+from models.base import Learner
+from models.instance import Attributes, Experts
+
+N_FEATURES = 10
+N_EXPERTS = 8
+
+
+@dataclass(frozen=True)
+class Case:
+    """One learner spec with the context it is built in."""
+
+    id: str
+    spec: dict[str, Any]
+    labels: tuple[Hashable, ...]
+    size: int
+    #: only 0/1 attribute values, so that exact zero margins occur (the lectures' setting)
+    binary: bool = False
+
+    # -- what the learner is ------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        return str(self.spec["kind"])
+
+    @property
+    def attributes(self) -> bool:
+        """True for attribute learners, False for sub-expert learners."""
+        return registry.KINDS[self.kind].input_kind == "attributes"
+
+    @property
+    def base_kind(self) -> str:
+        """The kind doing the arithmetic: the inner learner's for a subexpert."""
+        return self.spec["learner"]["kind"] if self.kind == "subexpert" else self.kind
+
+    @property
+    def any_reals(self) -> bool:
+        """Whether instance values outside [0, 1] are allowed (Perceptron and ALMA)."""
+        return self.base_kind in ("perceptron", "alma")
+
+    @property
+    def strict(self) -> bool:
+        """A binary learner that predicts the second label on a zero margin."""
+        return bool(self.spec.get("strict", False))
+
+    @property
+    def local_updates(self) -> bool:
+        """Whether a trial leaves the weights of inactive features/sub-experts untouched.
+
+        Committee renormalises and ALMA projects the whole vector, so they do not.
+        """
+        return self.kind != "committee" and self.base_kind != "alma"
+
+    @property
+    def nonneg_arrays(self) -> list[tuple[str, ...]]:
+        """Paths (child roles..., array name) of the state arrays holding weights that must
+        not be negative: every learned array of the Winnow family but their scalars."""
+        winnow_family = ("winnow", "balanced-winnow", "committee", "multiclass-winnow")
+        winnow_family += ("weighted-majority",)
+        if self.base_kind not in winnow_family:
+            return []
+        prefix = ("learner",) if self.kind == "subexpert" else ()
+        names = registry.KINDS[self.base_kind]._state_arrays
+        return [(*prefix, name) for name in names if name != "scalars_"]
+
+    def build(self) -> Learner:
+        return registry.build(self.spec, labels=self.labels, size=self.size)
+
+    # -- streams -------------------------------------------------------------------------
+
+    def stream(self, n: int, seed: int) -> list[tuple[Any, Hashable]]:
+        """``n`` seeded trials (instance, label) in mixed forms, values in [0, 1]."""
+        rng = np.random.default_rng(seed)
+        make = self._attribute_trial if self.attributes else self._expert_trial
+        return [make(rng, t) for t in range(n)]
+
+    def real_stream(self, n: int, seed: int) -> list[tuple[Any, Hashable]]:
+        """Dense trials with arbitrary real values (for Perceptron/ALMA-based cases)."""
+        rng = np.random.default_rng(seed)
+        out = []
+        for _ in range(n):
+            shape = (self.size,) if self.attributes else (self.size, len(self.labels))
+            x = rng.normal(scale=3.0, size=shape) * (rng.random(shape) < 0.5)
+            out.append((x, self.labels[int(rng.integers(len(self.labels)))]))
+        return out
+
+    def dense(self, x: Any) -> np.ndarray:
+        """The full-size dense form of an instance in any accepted form."""
+        if self.attributes:
+            return Attributes.coerce(x).dense(self.size)
+        return Experts.coerce(x).dense(self.size, len(self.labels))
+
+    def _values(self, rng: np.random.Generator, m: int) -> np.ndarray:
+        v = np.ones(m)
+        if self.binary:
+            return v
+        frac = rng.random(m) < 0.3
+        v[frac] = rng.choice([0.25, 0.5, 0.75, float(rng.random())], size=int(frac.sum()))
+        return v
+
+    def _attribute_trial(self, rng: np.random.Generator, t: int) -> tuple[Any, Hashable]:
+        n = self.size
+        density = rng.choice([0.0, 0.15, 0.4, 0.8], p=[0.1, 0.4, 0.3, 0.2])
+        active = np.flatnonzero(rng.random(n) < density)
+        x = np.zeros(n)
+        x[active] = self._values(rng, active.size)
+        positive = x[0] > 0.4 or x[1] > 0.4
+        if rng.random() < 0.1:
+            positive = not positive
+        y = self.labels[0] if positive else self.labels[1]
+        form = t % 4
+        if form == 0:
+            return x, y
+        if form == 1:  # a dense list, shorter than n when the tail is empty
+            return x[: active.max() + 1 if active.size else 0].tolist(), y
+        if form == 2:
+            return {int(i): float(x[i]) for i in rng.permutation(active)}, y
+        return Attributes(active, x[active]), y
+
+    def _expert_trial(self, rng: np.random.Generator, t: int) -> tuple[Any, Hashable]:
+        n, k = self.size, len(self.labels)
+        y = int(rng.integers(k))
+        x = np.zeros((n, k))
+        if rng.random() >= 0.08:  # else an empty instance: nobody votes
+            for i in range(n):
+                u = rng.random()
+                if u < 0.25:
+                    continue  # abstains
+                if u < 0.8:
+                    good = i < 2 and rng.random() < 0.8
+                    x[i, y if good else int(rng.integers(k))] = 1.0
+                else:
+                    x[i] = rng.dirichlet(np.ones(k))
+        form = t % 3
+        if form == 0:
+            return x, self.labels[y]
+        if form == 1:  # nested lists, without the trailing experts that abstain
+            rows = np.flatnonzero(x.any(axis=1))
+            return x[: rows.max() + 1 if rows.size else 1].tolist(), self.labels[y]
+        e, c = np.nonzero(x)
+        order = rng.permutation(e.size)
+        return Experts(e[order], c[order], x[e, c][order]), self.labels[y]
+
+
+def _cases() -> list[Case]:
+    attr = ("pos", "neg")
+    n = N_FEATURES
+    abc = ("a", "b", "c")
+    four = (0, 1, 2, 3)
+    m = N_EXPERTS
+    bw = {"kind": "balanced-winnow", "alpha": 1.5}
+    return [
+        Case("winnow", {"kind": "winnow"}, (1, -1), n),
+        Case("winnow-strict", {"kind": "winnow", "theta": 2.0, "strict": True}, attr, n, True),
+        Case(
+            "winnow-eliminate", {"kind": "winnow", "demotion": "eliminate", "theta": 2.0}, attr, n
+        ),
+        Case(
+            "winnow-thick",
+            {"kind": "winnow", "alpha": 1.5, "theta_minus": 1.5, "theta_plus": 3.0},
+            attr,
+            n,
+        ),
+        Case("balanced", {"kind": "balanced-winnow"}, attr, n),
+        Case("balanced-s1", {"kind": "balanced-winnow", "alpha": 2.0, "theta": float(n)}, attr, n),
+        Case(
+            "balanced-s2",
+            {
+                "kind": "balanced-winnow",
+                "alpha": 2.0,
+                "theta": 2.0,
+                "init_pos": 1.0,
+                "init_neg": 0.5,
+                "strict": True,
+            },
+            attr,
+            n,
+            True,
+        ),
+        Case("balanced-beta", {"kind": "balanced-winnow", "alpha": 1.5, "beta": 0.8}, (1, -1), n),
+        Case("perceptron", {"kind": "perceptron"}, attr, n),
+        Case("alma-p2", {"kind": "alma", "p": 2.0}, attr, n),
+        Case("alma-p3", {"kind": "alma", "p": 3.0, "alma_alpha": 0.8}, (1, -1), n),
+        Case("committee", {"kind": "committee", "alpha": 1.5}, abc, m),
+        Case("multiclass-winnow", {"kind": "multiclass-winnow", "alpha": 0.5}, four, m),
+        Case("wm-every", {"kind": "weighted-majority", "update": "every_trial"}, abc, m),
+        Case("wm-mistake", {"kind": "weighted-majority", "update": "on_mistake"}, four, m),
+        Case("se-balanced-pred", {"kind": "subexpert", "learner": bw}, abc, m),
+        Case(
+            "se-balanced-runner",
+            {"kind": "subexpert", "learner": bw, "subexpert_z": "runner_up"},
+            four,
+            m,
+        ),
+        Case(
+            "se-perceptron-pred",
+            {"kind": "subexpert", "learner": {"kind": "perceptron"}, "subexpert_z": "predicted"},
+            abc,
+            m,
+        ),
+        Case(
+            "se-perceptron-runner",
+            {"kind": "subexpert", "learner": {"kind": "perceptron"}, "subexpert_z": "runner_up"},
+            four,
+            m,
+        ),
+        Case(
+            "se-alma-pred",
+            {"kind": "subexpert", "learner": {"kind": "alma"}, "subexpert_z": "predicted"},
+            abc,
+            m,
+        ),
+        Case("se-alma-runner", {"kind": "subexpert", "learner": {"kind": "alma"}}, four, m),
+        Case(
+            "se-alma-p3-runner",
+            {
+                "kind": "subexpert",
+                "learner": {"kind": "alma", "p": 3.0},
+                "subexpert_z": "runner_up",
+            },
+            abc,
+            m,
+        ),
+    ]
+
+
+CASES = _cases()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that takes ``case`` once per entry of CASES (unless it chose its own)."""
+    own = any(
+        "case" in (m.args[0].split(",") if isinstance(m.args[0], str) else m.args[0])
+        for m in metafunc.definition.iter_markers("parametrize")
+    )
+    if "case" in metafunc.fixturenames and not own:
+        metafunc.parametrize("case", CASES, ids=[c.id for c in CASES])
+
+
+@pytest.fixture(scope="session")
+def all_cases() -> list[Case]:
+    return CASES
