@@ -272,6 +272,19 @@ class ALMA(BinaryLearner):
         )
         return int(pred), bool(updated)
 
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        prm = np.array(
+            [
+                self._p,
+                float(self.alma_alpha),
+                self._b,
+                float(self.C),
+                float(self._recompute_every),
+                float(self._fold_below),
+            ]
+        )
+        return 3, self.phi_[None, :], self.scalars_, prm
+
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return np.asarray(
             _primal(self.phi_, self.scalars_, self._p, np.asarray(idx, dtype=np.int64))

@@ -79,6 +79,7 @@ def _fit_batch(w, prm, indptr, idx, val, ys, mistakes, updates):  # type: ignore
     return ys.shape[0]
 
 
+_NO_SCALARS = np.zeros(0)
 _OVERFLOW = (
     "balanced-winnow refused an update that would push a weight past 1e300: use a smaller alpha"
 )
@@ -205,6 +206,9 @@ class BalancedWinnow(BinaryLearner):
         if status == 2:
             raise OverflowError(_OVERFLOW)
         return pred, status == 1
+
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        return 1, self.w_, _NO_SCALARS, self._prm
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx, 0] - self.w_[idx, 1]

@@ -370,6 +370,11 @@ class Learner:
         """Apply one trial to a coerced instance and class; return (predicted class, updated)."""
         raise NotImplementedError
 
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(family, W, S, P)`` views of the live state for compiled wrappers
+        (models._dispatch), or None for learners without a compiled trial."""
+        return None
+
     def snapshot(self) -> Hypothesis:  # pragma: no cover - interface
         raise NotImplementedError
 

@@ -130,6 +130,9 @@ class Committee(MulticlassLearner):
             self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, len(self.labels), c
         )
 
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        return 10, self.r_[None, :], self.scalars_, np.array([self._la])
+
     def snapshot(self) -> LinearMaxHypothesis:
         # Keep the raw weights so the snapshot's arg-max is the learner's, ties included.
         return LinearMaxHypothesis(self.r_, self.labels, self._check, 1.0 / float(self.r_.sum()))

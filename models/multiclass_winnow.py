@@ -123,5 +123,8 @@ class MulticlassWinnow(MulticlassLearner):
             )
         return pred, status == 1
 
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        return 11, self.w_[None, :], np.zeros(0), np.array([float(self.alpha)])
+
     def weights(self) -> np.ndarray:
         return self.w_.copy()

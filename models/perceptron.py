@@ -14,6 +14,9 @@ from models.params import MAX_SIZE, Integer, Labels, Real
 __all__ = ["Perceptron"]
 
 
+_NO_SCALARS = np.zeros(0)
+
+
 @njit(cache=True, nogil=True)
 def _fit(w, eta, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
     m = dot(w, idx, val)
@@ -77,6 +80,9 @@ class Perceptron(BinaryLearner):
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
         return _fit(self.w_, float(self.eta), idx, val, y, force)
+
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        return 2, self.w_[None, :], _NO_SCALARS, np.array([float(self.eta)])
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx]

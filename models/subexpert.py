@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from models._kernels import argmax_first, runner_up, slice_difference
+from models._dispatch import SUBEXPERT, SUBEXPERT_RUNNER_UP, subexpert_learn, subexpert_scores
 from models.base import BinaryLearner, Label, Learner, MulticlassLearner
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options, Spec
@@ -112,21 +112,24 @@ class SubExpert(MulticlassLearner):
             raise InvalidState(f"subexpert state: expected child 'learner', got {sorted(children)}")
         self.learner_.import_state(children["learner"])
 
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        inner = self.learner_.kernel_state()
+        assert inner is not None  # every convertible learner has one
+        fam, W, S, P = inner
+        return fam + (SUBEXPERT_RUNNER_UP if self._runner_up else SUBEXPERT), W, S, P
+
     def _scores(self, x: Experts) -> np.ndarray:
-        w = self.learner_.weights_at(x.expert)
-        return np.bincount(x.cls, weights=w * x.value, minlength=self.n_classes)
+        fam, W, S, P = self.kernel_state()
+        return np.asarray(
+            subexpert_scores(fam, W, S, P, x.expert, x.cls, x.value, len(self.labels))
+        )
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        s = self._scores(x)
-        pred = int(argmax_first(s))
-        if pred == c and not self._runner_up:
-            return pred, False
-        other = pred if pred != c else int(runner_up(s, c))
-        zi, zv = slice_difference(x.expert, x.cls, x.value, c, other)
-        if zi.size == 0:
-            return pred, False
-        _, updated = self.learner_._fit(zi, zv, 1, pred != c)
-        return pred, bool(updated)
+        fam, W, S, P = self.kernel_state()
+        pred, status = subexpert_learn(fam, W, S, P, x.expert, x.cls, x.value, len(self.labels), c)
+        if status == 2:
+            raise OverflowError(f"{self.learner_.kind} refused an update that would overflow")
+        return int(pred), status == 1
 
     def weights(self) -> np.ndarray:
         return self.learner_.weights()

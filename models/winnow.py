@@ -15,6 +15,9 @@ from models.state import InvalidState
 __all__ = ["Winnow"]
 
 
+_NO_SCALARS = np.zeros(0)
+
+
 @njit(cache=True, nogil=True)
 def _predict(s, lo, hi, strict):  # type: ignore[no-untyped-def]  # pragma: no cover
     if lo < hi:
@@ -181,6 +184,10 @@ class Winnow(BinaryLearner):
         return LinearHypothesis(
             self.weights(), self.effective_threshold, self.labels, strict, self._check
         )
+
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        prm = np.array([self._lo, self._hi, self.strict, self._la, self._lb, self._eliminate])
+        return 0, self.w_[None, :], _NO_SCALARS, prm
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx]

@@ -1,0 +1,107 @@
+"""One compiled entry to every basic learner's trial, for wrappers that loop in numba.
+
+A basic learner exposes its state as ``(family, W, S, P)``: a family id, a 2-d float array of
+weights, a 1-d float array of learned scalars and a 1-d float array of parameters (see each
+learner's ``kernel_state``). :func:`learn_any` runs one trial of any family on that state, so
+a wrapper such as instance recycling can run its inner loop without returning to Python.
+Binary families read an instance as (indices, -, values) and a label as +1/-1; multi-class
+families read (experts, classes, values) and a class index. Status: 0 no update, 1 updated,
+2 an update refused because a weight would overflow (the state is unchanged).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from models import alma, balanced, committee, multiclass_winnow, perceptron, winnow
+from models._kernels import argmax_first, runner_up, slice_difference
+
+__all__ = [
+    "ALMA",
+    "BALANCED",
+    "COMMITTEE",
+    "MULTICLASS_WINNOW",
+    "PERCEPTRON",
+    "SUBEXPERT",
+    "SUBEXPERT_RUNNER_UP",
+    "WINNOW",
+    "learn_any",
+]
+
+WINNOW, BALANCED, PERCEPTRON, ALMA = 0, 1, 2, 3
+COMMITTEE, MULTICLASS_WINNOW = 10, 11
+#: A sub-expert conversion of binary family f is SUBEXPERT + f (z from the predicted class)
+#: or SUBEXPERT_RUNNER_UP + f (z from the runner-up class).
+SUBEXPERT, SUBEXPERT_RUNNER_UP = 100, 200
+
+
+@njit(cache=True, nogil=True)
+def binary_fit(fam, W, S, P, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+    if fam == BALANCED:
+        pred, status = balanced._fit(W, P, idx, val, y, force)
+        return pred, status
+    if fam == PERCEPTRON:
+        pred, upd = perceptron._fit(W[0], P[0], idx, val, y, force)
+    elif fam == ALMA:
+        pred, upd = alma._fit(W[0], S, P[0], P[1], P[2], P[3], P[4], P[5], idx, val, y, force)
+    else:
+        pred, upd = winnow._fit(
+            W[0], P[0], P[1], P[2] != 0.0, P[3], P[4], P[5] != 0.0, idx, val, y, force
+        )
+    return pred, 1 if upd else 0
+
+
+@njit(cache=True, nogil=True)
+def binary_weights_at(fam, W, S, P, idx):  # type: ignore[no-untyped-def]  # pragma: no cover
+    if fam == BALANCED:
+        out = np.empty(idx.shape[0])
+        for j in range(idx.shape[0]):
+            out[j] = W[idx[j], 0] - W[idx[j], 1]
+        return out
+    if fam == ALMA:
+        return alma._primal(W[0], S, P[0], idx)
+    out = np.empty(idx.shape[0])
+    for j in range(idx.shape[0]):
+        out[j] = W[0, idx[j]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def subexpert_scores(fam, W, S, P, expert, cls, value, k):  # type: ignore[no-untyped-def]  # pragma: no cover
+    base = fam % 100
+    w = binary_weights_at(base, W, S, P, expert)
+    s = np.zeros(k)
+    for j in range(expert.shape[0]):
+        s[cls[j]] += w[j] * value[j]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def subexpert_learn(fam, W, S, P, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial of the sub-expert conversion (ALGORITHMS.md §1.6) of binary family fam % 100."""
+    s = subexpert_scores(fam, W, S, P, expert, cls, value, k)
+    pred = argmax_first(s)
+    use_runner_up = fam >= SUBEXPERT_RUNNER_UP
+    if pred == y and not use_runner_up:
+        return pred, 0
+    other = pred if pred != y else runner_up(s, y)
+    zi, zv = slice_difference(expert, cls, value, y, other)
+    if zi.shape[0] == 0:
+        return pred, 0
+    _, status = binary_fit(fam % 100, W, S, P, zi, zv, 1, pred != y)
+    return pred, status
+
+
+@njit(cache=True, nogil=True)
+def learn_any(fam, W, S, P, a, b, v, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial of any family; returns (prediction, status)."""
+    if fam >= SUBEXPERT:
+        return subexpert_learn(fam, W, S, P, a, b, v, k, y)
+    if fam == COMMITTEE:
+        pred, upd = committee._learn(W[0], S, P[0], a, b, v, k, y)
+        return pred, 1 if upd else 0
+    if fam == MULTICLASS_WINNOW:
+        pred, status = multiclass_winnow._learn(W[0], P[0], a, b, v, k, y)
+        return pred, status
+    return binary_fit(fam, W, S, P, a, v, y, False)
