@@ -39,7 +39,8 @@ def inverse_link(theta: np.ndarray, p: float) -> np.ndarray:
     return _p_link(theta, p)
 
 
-# Dual state: theta = c * phi, S = sum |phi_i|^p, k the correction counter; sc = [c, S, k].
+# Dual state: theta = c * phi, S = sum |phi_i|^p, k the correction counter, and the number
+# of times c was folded into phi; sc = [c, S, k, folds].
 
 
 @njit(cache=True, nogil=True)
@@ -112,6 +113,7 @@ def _fit(phi, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # type
             phi[i] *= sc[0]
         sc[0] = 1.0
         sc[1] = _exact_s(phi, p)
+        sc[3] += 1.0
     c = sc[0]
     step = c_rate / (np.sqrt(p - 1.0) * np.sqrt(k)) * y / (xnorm * c)
     added = 0.0
@@ -225,13 +227,15 @@ class ALMA(BinaryLearner):
 
     def _reset_state(self) -> None:
         self.phi_ = np.zeros(self.n_features)
-        self.scalars_ = np.array([1.0, 0.0, 1.0])
+        self.scalars_ = np.array([1.0, 0.0, 1.0, 0.0])
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"phi_": (self.n_features,), "scalars_": (3,)}
+        return {"phi_": (self.n_features,), "scalars_": (4,)}
 
     def _check_state(self) -> None:
-        c, s, k = (float(v) for v in self.scalars_)
+        c, s, k, folds = (float(v) for v in self.scalars_)
+        if not (folds >= 0 and folds == math.floor(folds)):
+            raise InvalidState(f"alma: fold counter must be an integer >= 0, got {folds!r}")
         if not 0.0 < c <= 1.0:
             raise InvalidState(f"alma: scale c must be in (0, 1], got {c!r}")
         if not (1.0 <= k < 2.0**53 and k == math.floor(k)):
@@ -271,6 +275,19 @@ class ALMA(BinaryLearner):
             force,
         )
         return int(pred), bool(updated)
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        phi = self.phi_ if idx is None else self.phi_[idx]
+        return (np.sign(phi) * np.abs(phi) ** (self._p - 1.0))[None, :]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
+    def linear_scale(self) -> float:
+        return float(_scale(self.scalars_, self._p))
+
+    def linear_epoch(self) -> int:
+        return int(self.scalars_[3])
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         prm = np.array(

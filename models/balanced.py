@@ -207,6 +207,12 @@ class BalancedWinnow(BinaryLearner):
             raise OverflowError(_OVERFLOW)
         return pred, status == 1
 
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.w_.T if idx is None else self.w_[idx].T
+
+    def linear_coef(self) -> np.ndarray:
+        return np.array([1.0, -1.0])
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         return 1, self.w_, _NO_SCALARS, self._prm
 

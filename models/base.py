@@ -252,12 +252,17 @@ class Learner:
         self._class = {label: c for c, label in enumerate(self.labels)}
         self._check_params()
         self._check = InstanceCheck(
-            self.kind, self.input_kind, self.size, len(self.labels), self.value_range
+            self.kind, self.input_kind, self.input_size, len(self.labels), self.value_range
         )
         self.reset()
 
     def _check_params(self) -> None:
         """Cross-parameter checks; raise InvalidParameter."""
+
+    @classmethod
+    def input_kind_for(cls, params: Mapping[str, Any]) -> str:
+        """The input kind a learner built from ``params`` takes (wrappers: their inner's)."""
+        return cls.input_kind
 
     @classmethod
     def param_names(cls) -> list[str]:
@@ -313,7 +318,7 @@ class Learner:
             ) from None
 
     @property
-    def size(self) -> int:  # pragma: no cover - interface
+    def input_size(self) -> int:  # pragma: no cover - interface
         """The number of attributes or sub-experts an instance may have."""
         raise NotImplementedError
 
@@ -370,6 +375,28 @@ class Learner:
         """Apply one trial to a coerced instance and class; return (predicted class, updated)."""
         raise NotImplementedError
 
+    # -- the linear view, for averaging ----------------------------------------------
+    # A linear learner's hypothesis is H = g * sum_r coef_r * b_r: rows b of per-coordinate
+    # values, fixed coefficients and a global scale g. A trial changes b only on
+    # ``support(x)``, unless ``linear_epoch()`` moves (a global rescale of b).
+
+    def support(self, x: Any) -> np.ndarray:
+        """The coordinates a trial on ``x`` may change."""
+        return x.indices if isinstance(x, Attributes) else x.expert
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """The rows b at coordinates ``idx`` (all when None), shape (rows, len(idx))."""
+        raise TypeError(f"{self.kind} has no linear hypothesis to average")
+
+    def linear_coef(self) -> np.ndarray:
+        raise TypeError(f"{self.kind} has no linear hypothesis to average")
+
+    def linear_scale(self) -> float:
+        return 1.0
+
+    def linear_epoch(self) -> int:
+        return 0
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray] | None:
         """``(family, W, S, P)`` views of the live state for compiled wrappers
         (models._dispatch), or None for learners without a compiled trial."""
@@ -415,7 +442,16 @@ class Learner:
         }
 
     def import_state(self, doc: Any) -> None:
-        """Replace the learned state with the one in ``doc`` (from the same spec)."""
+        """Replace the learned state with the one in ``doc`` (from the same spec).
+
+        The document is read into a fresh copy first, so a document that turns out to be
+        invalid part-way (in a nested learner, say) leaves this learner untouched.
+        """
+        staged = self.clone()
+        staged._load_state(doc)
+        self.__dict__.update(staged.__dict__)
+
+    def _load_state(self, doc: Any) -> None:
         doc = st.expect_keys(
             doc, "state", {"format", "version", "kind", "params", "counters", "arrays", "children"}
         )
@@ -439,18 +475,12 @@ class Learner:
             name: st.decode_array(arrays[name], f"state.arrays.{name}", dtype, shapes[name])
             for name, dtype in self._state_arrays.items()
         }
-        previous = {name: getattr(self, name) for name in self._state_arrays}
         for name, arr in loaded.items():
             setattr(self, name, arr)
-        try:
-            self._check_state()
-            if not isinstance(doc["children"], Mapping):
-                raise st.InvalidState("state.children: expected an object")
-            self._import_extra(doc["children"])
-        except Exception:
-            for name, arr in previous.items():
-                setattr(self, name, arr)
-            raise
+        self._check_state()
+        if not isinstance(doc["children"], Mapping):
+            raise st.InvalidState("state.children: expected an object")
+        self._import_extra(doc["children"])
         self.trials_ = counters["trials"]
         self.mistakes_ = counters["mistakes"]
         self.updates_ = counters["updates"]
@@ -478,7 +508,7 @@ class BinaryLearner(Learner):
     strict: bool = False
 
     @property
-    def size(self) -> int:
+    def input_size(self) -> int:
         return self.n_features
 
     @property
@@ -536,7 +566,7 @@ class MulticlassLearner(Learner):
     n_experts: int
 
     @property
-    def size(self) -> int:
+    def input_size(self) -> int:
         return self.n_experts
 
     def weights(self) -> np.ndarray:  # pragma: no cover - interface

@@ -26,7 +26,10 @@ _LOW, _HIGH = 1e-100, 1e100
 
 @njit(cache=True, nogil=True)
 def _learn(r, sc, la, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """One trial on raw weights ``r``; ``sc`` = [R, updates since recount, R at recount]."""
+    """One trial on raw weights ``r``.
+
+    ``sc`` = [R, updates since recount, R at recount, number of rescales of r].
+    """
     s = linear_max_scores(r, expert, cls, value, k)
     pred = argmax_first(s)
     if pred == y:
@@ -46,6 +49,7 @@ def _learn(r, sc, la, expert, cls, value, k, y):  # type: ignore[no-untyped-def]
         if not (_LOW < total < _HIGH):
             r /= total
             total = 1.0
+            sc[3] += 1.0
         sc[1] = 0.0
         sc[2] = total
     sc[0] = total
@@ -102,10 +106,10 @@ class Committee(MulticlassLearner):
 
     def _reset_state(self) -> None:
         self.r_ = np.full(self.n_experts, 1.0 / self.n_experts)
-        self.scalars_ = np.array([1.0, 0.0, 1.0])
+        self.scalars_ = np.array([1.0, 0.0, 1.0, 0.0])
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"r_": (self.n_experts,), "scalars_": (3,)}
+        return {"r_": (self.n_experts,), "scalars_": (4,)}
 
     def _check_state(self) -> None:
         if not (self.r_ >= 0).all() or not self.r_.sum() > 0:
@@ -115,6 +119,7 @@ class Committee(MulticlassLearner):
             not np.isclose(self.scalars_[0], total, rtol=1e-6)
             or self.scalars_[1] < 0
             or not self.scalars_[2] > 0
+            or not (self.scalars_[3] >= 0 and self.scalars_[3] == np.floor(self.scalars_[3]))
         ):
             raise InvalidState("committee running sum does not match its weights")
 
@@ -129,6 +134,18 @@ class Committee(MulticlassLearner):
         return _learn(
             self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, len(self.labels), c
         )
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.r_[None, :] if idx is None else self.r_[None, idx]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
+    def linear_scale(self) -> float:
+        return 1.0 / float(self.scalars_[0])
+
+    def linear_epoch(self) -> int:
+        return int(self.scalars_[3])
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         return 10, self.r_[None, :], self.scalars_, np.array([self._la])

@@ -123,6 +123,12 @@ class MulticlassWinnow(MulticlassLearner):
             )
         return pred, status == 1
 
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.w_[None, :] if idx is None else self.w_[None, idx]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         return 11, self.w_[None, :], np.zeros(0), np.array([float(self.alpha)])
 

@@ -81,6 +81,12 @@ class Perceptron(BinaryLearner):
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
         return _fit(self.w_, float(self.eta), idx, val, y, force)
 
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.w_[None, :] if idx is None else self.w_[None, idx]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         return 2, self.w_[None, :], _NO_SCALARS, np.array([float(self.eta)])
 

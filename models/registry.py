@@ -12,14 +12,17 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from models.alma import ALMA
+from models.averaging import Averaging
 from models.balanced import BalancedWinnow
 from models.base import Learner
 from models.committee import Committee
 from models.multiclass_winnow import MulticlassWinnow
 from models.params import InvalidParameter
 from models.perceptron import Perceptron
+from models.recycling import Recycling
 from models.state import InvalidState
 from models.subexpert import SubExpert
+from models.voting import VCombine
 from models.weighted_majority import WeightedMajority
 from models.winnow import Winnow
 
@@ -36,6 +39,9 @@ KINDS: dict[str, type[Learner]] = {
         MulticlassWinnow,
         WeightedMajority,
         SubExpert,
+        Recycling,
+        Averaging,
+        VCombine,
     )
 }
 
@@ -74,7 +80,9 @@ def build(
     if labels is not None and "labels" in names:
         params.setdefault("labels", list(labels))
     if size is not None:
-        params.setdefault("n_features" if cls.input_kind == "attributes" else "n_experts", size)
+        key = "n_features" if cls.input_kind_for(params) == "attributes" else "n_experts"
+        if key in names:
+            params.setdefault(key, size)
     defaults = cls.param_defaults()
     missing = [n for n in names if n not in params and n not in defaults]
     if missing:
@@ -118,7 +126,7 @@ def describe() -> list[dict[str, Any]]:
             {
                 "kind": kind,
                 "summary": doc.splitlines()[0] if doc else "",
-                "input": cls.input_kind,
+                "input": getattr(cls, "input_kind", "learner"),
                 "parameters": params,
             }
         )

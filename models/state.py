@@ -50,7 +50,10 @@ def encode_array(a: np.ndarray) -> dict[str, Any]:
 def decode_array(
     doc: Any, what: str, dtype: str, shape: tuple[int, ...] | None = None, finite: bool = True
 ) -> np.ndarray:
-    """Decode one array, checking it has the expected dtype and (if given) shape."""
+    """Decode one array, checking it has the expected dtype and (if given) shape.
+
+    A -1 in ``shape`` accepts any length along that axis (for state that grows).
+    """
     expect_keys(doc, what, {"dtype", "shape", "data"})
     if doc.get("dtype") != dtype:
         raise InvalidState(f"{what}: expected dtype {dtype}, got {doc.get('dtype')!r}")
@@ -59,7 +62,10 @@ def decode_array(
         isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in got_shape
     ):
         raise InvalidState(f"{what}: shape must be a list of non-negative integers")
-    if shape is not None and tuple(got_shape) != tuple(shape):
+    if shape is not None and (
+        len(got_shape) != len(shape)
+        or any(want not in (-1, got) for want, got in zip(shape, got_shape, strict=True))
+    ):
         raise InvalidState(f"{what}: expected shape {list(shape)}, got {got_shape}")
     data = doc.get("data")
     if not isinstance(data, str):

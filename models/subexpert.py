@@ -112,6 +112,18 @@ class SubExpert(MulticlassLearner):
             raise InvalidState(f"subexpert state: expected child 'learner', got {sorted(children)}")
         self.learner_.import_state(children["learner"])
 
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.learner_.linear_rows(idx)
+
+    def linear_coef(self) -> np.ndarray:
+        return self.learner_.linear_coef()
+
+    def linear_scale(self) -> float:
+        return self.learner_.linear_scale()
+
+    def linear_epoch(self) -> int:
+        return self.learner_.linear_epoch()
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         inner = self.learner_.kernel_state()
         assert inner is not None  # every convertible learner has one

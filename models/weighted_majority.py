@@ -57,11 +57,14 @@ def _learn(u, sc, lb, every_trial, expert, cls, value, k, y):  # type: ignore[no
             u[e] = old * lb
             total += u[e] - old
             changed = True
-    if changed and 0.0 < total < _LOW:
+    # The running sum's rounding error is relative to its value at the last exact count;
+    # recount whenever it has halved since, and rescale before the weights underflow.
+    if changed and total < 0.5 * sc[1]:
         total = u.sum()
         if 0.0 < total < _LOW:
             u /= total
             total = 1.0
+        sc[1] = total
     sc[0] = total
     return pred, changed
 
@@ -142,10 +145,11 @@ class WeightedMajority(MulticlassLearner):
 
     def _reset_state(self) -> None:
         self.u_ = np.ones(self.n_experts)
-        self.scalars_ = np.array([float(self.n_experts)])
+        # [running sum of the weights, the sum at the last exact count]
+        self.scalars_ = np.array([float(self.n_experts), float(self.n_experts)])
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"u_": (self.n_experts,), "scalars_": (1,)}
+        return {"u_": (self.n_experts,), "scalars_": (2,)}
 
     def _check_state(self) -> None:
         if (self.u_ < 0).any():

@@ -185,6 +185,12 @@ class Winnow(BinaryLearner):
             self.weights(), self.effective_threshold, self.labels, strict, self._check
         )
 
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.w_[None, :] if idx is None else self.w_[None, idx]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         prm = np.array([self._lo, self._hi, self.strict, self._la, self._lb, self._eliminate])
         return 0, self.w_[None, :], _NO_SCALARS, prm

@@ -45,17 +45,46 @@ class Case:
     @property
     def attributes(self) -> bool:
         """True for attribute learners, False for sub-expert learners."""
-        return registry.KINDS[self.kind].input_kind == "attributes"
+        return registry.KINDS[self.kind].input_kind_for(self.spec) == "attributes"
+
+    @property
+    def chain(self) -> list[str]:
+        """The kinds from the outermost wrapper down to the learner doing the arithmetic."""
+        kinds, spec = [], self.spec
+        while True:
+            kinds.append(str(spec["kind"]))
+            if "learner" not in spec:
+                return kinds
+            spec = spec["learner"]
+
+    @property
+    def wrapper(self) -> bool:
+        """Whether the learner wraps others (beyond the sub-expert conversion)."""
+        return bool(WRAPPERS & set(self.chain))
+
+    @property
+    def predicts_apart(self) -> bool:
+        """Whether predictions come from something other than the learner that updates
+        (an average, a vote), so a mistake need not cause an update."""
+        return bool({"averaging", "v-combine", "ecoc", "bagging", "boosting"} & set(self.chain))
 
     @property
     def base_kind(self) -> str:
-        """The kind doing the arithmetic: the inner learner's for a subexpert."""
-        return self.spec["learner"]["kind"] if self.kind == "subexpert" else self.kind
+        """The kind doing the arithmetic: the innermost learner."""
+        return self.chain[-1]
 
     @property
     def any_reals(self) -> bool:
-        """Whether instance values outside [0, 1] are allowed (Perceptron and ALMA)."""
-        return self.base_kind in ("perceptron", "alma")
+        """Whether instance values outside [0, 1] are allowed (Perceptron and ALMA only)."""
+        spec = self.spec
+        while "learner" in spec:
+            spec = spec["learner"]
+        bases = spec.get("learners", [spec])
+        return all(
+            (b["learner"]["kind"] if b["kind"] == "subexpert" else b["kind"])
+            in ("perceptron", "alma")
+            for b in bases
+        )
 
     @property
     def strict(self) -> bool:
@@ -66,9 +95,10 @@ class Case:
     def local_updates(self) -> bool:
         """Whether a trial leaves the weights of inactive features/sub-experts untouched.
 
-        Committee renormalises and ALMA projects the whole vector, so they do not.
+        Committee renormalises and ALMA projects the whole vector, so they do not; recycling
+        re-learns stored instances and an average moves everywhere.
         """
-        return self.kind != "committee" and self.base_kind != "alma"
+        return self.base_kind not in ("committee", "alma") and not self.wrapper
 
     @property
     def nonneg_arrays(self) -> list[tuple[str, ...]]:
@@ -78,7 +108,7 @@ class Case:
         winnow_family += ("weighted-majority",)
         if self.base_kind not in winnow_family:
             return []
-        prefix = ("learner",) if self.kind == "subexpert" else ()
+        prefix = ("learner",) * (len(self.chain) - 1)
         names = registry.KINDS[self.base_kind]._state_arrays
         return [(*prefix, name) for name in names if name != "scalars_"]
 
@@ -161,6 +191,9 @@ class Case:
         return Experts(e[order], c[order], x[e, c][order]), self.labels[y]
 
 
+WRAPPERS = {"recycling", "averaging", "v-combine", "ecoc", "bagging", "boosting"}
+
+
 def _cases() -> list[Case]:
     attr = ("pos", "neg")
     n = N_FEATURES
@@ -230,6 +263,124 @@ def _cases() -> list[Case]:
             m,
         ),
         Case("se-alma-runner", {"kind": "subexpert", "learner": {"kind": "alma"}}, four, m),
+        Case("recycling-balanced", {"kind": "recycling", "size": 8, "learner": bw}, attr, n),
+        Case(
+            "recycling-winnow-u1",
+            {"kind": "recycling", "size": 5, "max_updates": 1, "learner": {"kind": "winnow"}},
+            attr,
+            n,
+        ),
+        Case(
+            "recycling-se-alma",
+            {
+                "kind": "recycling",
+                "size": 6,
+                "learner": {"kind": "subexpert", "learner": {"kind": "alma", "p": 3.0}},
+            },
+            abc,
+            m,
+        ),
+        Case(
+            "recycling-committee-u50",
+            {"kind": "recycling", "size": 4, "max_updates": 50, "learner": {"kind": "committee"}},
+            four,
+            m,
+        ),
+        Case(
+            "recycling-wm-generic",
+            {"kind": "recycling", "size": 5, "learner": {"kind": "weighted-majority"}},
+            abc,
+            m,
+        ),
+        Case(
+            "vb-se-balanced",
+            {
+                "kind": "v-combine",
+                "h": 4,
+                "r": 10,
+                "window": 8,
+                "restart_wait": 10,
+                "learners": [{"kind": "subexpert", "learner": bw}],
+            },
+            abc,
+            m,
+        ),
+        Case(
+            "vcombine-experts",
+            {
+                "kind": "v-combine",
+                "h": 6,
+                "r": 20,
+                "window": 10,
+                "restart_wait": 20,
+                "learners": [
+                    {"kind": "subexpert", "learner": bw},
+                    {"kind": "committee"},
+                    {"kind": "multiclass-winnow"},
+                ],
+            },
+            four,
+            m,
+        ),
+        Case(
+            "vcombine-attributes",
+            {
+                "kind": "v-combine",
+                "h": 4,
+                "r": 10,
+                "window": 8,
+                "restart_wait": 10,
+                "learners": [bw, {"kind": "winnow"}],
+            },
+            attr,
+            n,
+        ),
+        Case(
+            "vcombine-wm-l1",
+            {
+                "kind": "v-combine",
+                "h": 4,
+                "r": 10,
+                "restart_wait": 10,
+                "select": "weighted-majority",
+                "wm_update": "on_mistake",
+                "vote_normalize": "l1",
+                "learners": [{"kind": "committee"}, {"kind": "weighted-majority"}],
+            },
+            abc,
+            m,
+        ),
+        Case(
+            "averaging-perceptron",
+            {"kind": "averaging", "learner": {"kind": "perceptron"}},
+            attr,
+            n,
+        ),
+        Case(
+            "averaging-alma-p3",
+            {"kind": "averaging", "learner": {"kind": "alma", "p": 3.0}},
+            (1, -1),
+            n,
+        ),
+        Case(
+            "averaging-committee",
+            {"kind": "averaging", "learner": {"kind": "committee", "alpha": 1.5}},
+            abc,
+            m,
+        ),
+        Case(
+            "averaging-recycling-se-balanced",
+            {
+                "kind": "averaging",
+                "learner": {
+                    "kind": "recycling",
+                    "size": 6,
+                    "learner": {"kind": "subexpert", "learner": bw},
+                },
+            },
+            four,
+            m,
+        ),
         Case(
             "se-alma-p3-runner",
             {

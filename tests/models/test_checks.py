@@ -327,6 +327,12 @@ def test_unknown_label_rejected(case: Any) -> None:
 
 
 def test_counters(case: Any) -> None:
+    """trials, mistakes and updates count the real trials; version moves on every update.
+
+    A basic learner's hypothesis changes only when it updates, so its version equals its
+    updates. A wrapper's predictor may also change between its own updates (internal
+    recycling trials, an average that moves every trial), so its version may move more.
+    """
     learner = case.build()
     mistakes = updates = 0
     for t, (x, y) in enumerate(case.stream(150, TRAIN)):
@@ -334,21 +340,26 @@ def test_counters(case: Any) -> None:
         version = learner.version_
         out = learner.learn(x, y)
         assert out.mistake == (predicted != y), f"trial {t}: learn disagrees with predict"
-        if out.mistake and not out.updated:  # only when the trial has nothing to learn from
-            d = case.dense(x)
+        if out.mistake and not out.updated and not case.predicts_apart:
+            d = case.dense(x)  # only when the trial has nothing to learn from
             cy, cp = case.labels.index(y), case.labels.index(predicted)
             assert not d.any() if case.attributes else np.array_equal(d[:, cy], d[:, cp]), (
                 f"trial {t}: a mistake on an informative instance did not update"
             )
-        assert learner.version_ - version == int(out.updated), f"trial {t}"
+        moved = learner.version_ - version
+        if case.wrapper:
+            assert moved >= int(out.updated), f"trial {t}"
+        else:
+            assert moved == int(out.updated), f"trial {t}"
         mistakes += out.mistake
         updates += out.updated
-        assert learner.counters() == {
-            "trials": t + 1,
-            "mistakes": mistakes,
-            "updates": updates,
-            "version": updates,
-        }
+        counters = learner.counters()
+        assert (counters["trials"], counters["mistakes"], counters["updates"]) == (
+            t + 1,
+            mistakes,
+            updates,
+        )
+        assert counters["version"] >= updates if case.wrapper else counters["version"] == updates
     assert 0 < mistakes < 150
 
 

@@ -15,11 +15,17 @@ from models.base import Learner
 from models.params import InvalidParameter
 
 #: The parameters each kind needs beyond the context (labels and size).
-MINIMAL = {"subexpert": {"learner": {"kind": "perceptron"}}}
+MINIMAL = {
+    "subexpert": {"learner": {"kind": "perceptron"}},
+    "recycling": {"learner": {"kind": "perceptron"}},
+    "averaging": {"learner": {"kind": "perceptron"}},
+    "v-combine": {"learners": [{"kind": "perceptron"}]},
+}
 
 
 def _context(kind: str) -> dict[str, Any]:
-    attributes = registry.KINDS[kind].input_kind == "attributes"
+    spec = {"kind": kind, **MINIMAL.get(kind, {})}
+    attributes = registry.KINDS[kind].input_kind_for(spec) == "attributes"
     return {"labels": ["yes", "no"] if attributes else ["a", "b", "c"], "size": 6}
 
 
@@ -29,7 +35,7 @@ def test_every_kind_builds_from_a_minimal_spec(kind: str) -> None:
     ctx = _context(kind)
     learner = registry.build(spec, **ctx)
     assert isinstance(learner, Learner) and learner.kind == kind
-    assert list(learner.labels) == ctx["labels"] and learner.size == 6
+    assert list(learner.labels) == ctx["labels"] and learner.input_size == 6
     full = learner.spec()
     assert json.loads(json.dumps(full, allow_nan=False)) == full
     assert registry.build(full).spec() == full  # the full spec needs no context
@@ -49,7 +55,7 @@ def test_describe_lists_every_kind() -> None:
     assert [d["kind"] for d in described] == list(registry.KINDS)
     for entry in described:
         cls = registry.KINDS[entry["kind"]]
-        assert entry["input"] in ("attributes", "experts")
+        assert entry["input"] in ("attributes", "experts", "learner")
         assert entry["summary"]
         names = [p["name"] for p in entry["parameters"]]
         assert names == cls.param_names()
@@ -237,7 +243,7 @@ def test_subexpert_accepts_a_learner_object() -> None:
     inner = registry.build({"kind": "perceptron"}, labels=[1, -1], size=99)
     se = registry.build({"kind": "subexpert", "learner": inner}, labels=["a", "b"], size=4)
     assert se.spec()["learner"] == {"kind": "perceptron", "eta": 1.0}
-    assert se.size == 4
+    assert se.input_size == 4
     json.dumps(se.spec())
 
 

@@ -1,0 +1,206 @@
+"""Averaging A-B (ALGORITHMS.md §3.1; Freund & Schapire 1999, S4 §V)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from models._kernels import argmax_first
+from models.base import (
+    Hypothesis,
+    Label,
+    Learner,
+    LinearHypothesis,
+    LinearMaxHypothesis,
+)
+from models.instance import Attributes
+from models.params import MAX_SIZE, Integer, Labels, Spec
+from models.state import InvalidState
+from models.wrapper import Wrapper
+
+__all__ = ["Averaging"]
+
+
+class Averaging(Wrapper):
+    """A-B: run B unchanged, predict with the average of B's hypotheses over all trials.
+
+    After T real trials A-B predicts with (1/T) sum_{t=1..T} H_t, where H_t is B's
+    hypothesis after trial t (at the first trial, B's initial one). Each hypothesis thus
+    counts once for every trial it was in force, as in the averaged perceptron. A-B counts
+    its own (averaged) mistakes; B learns from its own predictions.
+
+    The average is kept lazily in O(changed coordinates) per trial. B's hypothesis is
+    H = g * sum_r coef_r * b_r (rows of per-coordinate values and a global scale g, see
+    ``Learner.linear_rows``). Per coordinate i the wrapper keeps the value b_i last seen,
+    the sum acc_i of g_t b_{t,i} up to the trial that value appeared, and P_i = P at that
+    trial, where P = sum_t g_t; so sum_t g_t b_{t,i} = acc_i + b_i (P - P_i). After a trial
+    only the coordinates B may have changed (``support``) are compared and flushed; a
+    global rescale of b (``linear_epoch``) flushes all of them, which is rare.
+
+    What is averaged is B's own stored scale (ALGORITHMS.md A10): w for the Perceptron,
+    w+ - w- for Balanced Winnow, normalised weights for Committee, the primal w for ALMA.
+
+    Parameters
+    ----------
+    learner
+        Spec of the linear learner B (any basic learner but weighted-majority, or a
+        recycling wrapper around one).
+    labels, n_features, n_experts
+        Supplied by the model; B gets the same.
+
+    Examples
+    --------
+    >>> ab = Averaging({"kind": "perceptron"}, n_features=2)
+    >>> ab.learn([1.0, 0.0], -1)
+    Outcome(mistake=True, updated=True)
+    >>> ab.learn([1.0, 0.0], -1)  # the average of H_1 = (-1, 0) predicts -1
+    Outcome(mistake=False, updated=False)
+    """
+
+    kind = "averaging"
+    _parameter_constraints = {
+        "learner": Spec(),
+        "labels": Labels(),
+        "n_features": Integer(1, MAX_SIZE, optional=True),
+        "n_experts": Integer(1, MAX_SIZE, optional=True),
+    }
+    _state_arrays = {
+        "acc_": "float64",
+        "seen_": "float64",
+        "mark_": "float64",
+        "totals_": "float64",
+    }
+
+    def __init__(
+        self,
+        learner: Mapping[str, Any] | Learner,
+        labels: Sequence[Label] = (1, -1),
+        n_features: int | None = None,
+        n_experts: int | None = None,
+    ) -> None:
+        self.learner = learner
+        self.labels = labels  # type: ignore[assignment]
+        self.n_features = n_features
+        self.n_experts = n_experts
+        self._initialise()
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        inner = self.learner_
+        try:
+            rows = inner.linear_rows(np.zeros(0, dtype=np.int64)).shape[0]
+            probe = inner.snapshot()
+        except TypeError:
+            from models.params import InvalidParameter
+
+            raise InvalidParameter(
+                "learner", self.learner, "a linear learner (not weighted-majority or voting)"
+            ) from None
+        self._rows = rows
+        self._binary = isinstance(probe, LinearHypothesis)
+        self._threshold = probe.threshold if isinstance(probe, LinearHypothesis) else 0.0
+        self._strict = probe.strict if isinstance(probe, LinearHypothesis) else False
+
+    def _reset_state(self) -> None:
+        super()._reset_state()
+        n = self.input_size
+        self.acc_ = np.zeros((self._rows, n))
+        self.seen_ = np.array(self.learner_.linear_rows(None), dtype=np.float64)
+        self.mark_ = np.zeros(n)
+        # [P = sum of g_t, T = real trials, the inner epoch last seen]
+        self.totals_ = np.array([0.0, 0.0, float(self.learner_.linear_epoch())])
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        n = self.input_size
+        return {
+            "acc_": (self._rows, n),
+            "seen_": (self._rows, n),
+            "mark_": (n,),
+            "totals_": (3,),
+        }
+
+    def _check_state(self) -> None:
+        p, t, _ = (float(v) for v in self.totals_)
+        if t < 0 or t != np.floor(t) or (self.mark_ > p + 1e-9 * abs(p)).any():
+            raise InvalidState("averaging: trial count or prefix marks out of range")
+
+    def _import_extra(self, children: Mapping[str, Any]) -> None:
+        super()._import_extra(children)
+        if not np.array_equal(self.seen_, self.learner_.linear_rows(None)):
+            raise InvalidState("averaging: the stored hypothesis does not match the learner's")
+
+    # -- the averaged hypothesis ----------------------------------------------------
+
+    def averaged_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """sum_t g_t b_t / T at ``idx`` (all when None); B's current hypothesis before trial 1."""
+        p, t, _ = self.totals_
+        sl = slice(None) if idx is None else idx
+        if t == 0:
+            return self.seen_[:, sl] * self.learner_.linear_scale()
+        return (self.acc_[:, sl] + self.seen_[:, sl] * (p - self.mark_[sl])) / t
+
+    def weights(self) -> np.ndarray:
+        return self.learner_.linear_coef() @ self.averaged_rows(None)
+
+    def _scores(self, x: Any) -> np.ndarray:
+        if isinstance(x, Attributes):
+            w = self.learner_.linear_coef() @ self.averaged_rows(x.indices)
+            m = float(w @ x.values) - self._threshold
+            return np.array([m, -m])
+        w = self.learner_.linear_coef() @ self.averaged_rows(x.expert)
+        return np.bincount(x.cls, weights=w * x.value, minlength=len(self.labels))
+
+    def _predict(self, x: Any) -> int:
+        s = self._scores(x)
+        if self._binary:
+            m = s[0]
+            return 0 if (m > 0 or (m == 0 and not self._strict)) else 1
+        return int(argmax_first(s))
+
+    def _learn(self, x: Any, c: int) -> tuple[int, bool]:
+        pred = self._predict(x)
+        outcome = self.learner_.learn(x, self.labels[c])
+        self._absorb(self.learner_.support(x))
+        return pred, outcome.updated
+
+    def _absorb(self, candidates: np.ndarray) -> None:
+        """Fold B's hypothesis after this trial into the running average."""
+        inner = self.learner_
+        p, t, epoch = self.totals_
+        now = inner.linear_epoch()
+        if now != epoch:  # b was rescaled everywhere: compare every coordinate
+            candidates = np.arange(self.input_size)
+            self.totals_[2] = now
+        if candidates.size:
+            new = inner.linear_rows(candidates)
+            changed = (new != self.seen_[:, candidates]).any(axis=0)
+            if changed.any():
+                idx = candidates[changed]
+                self.acc_[:, idx] += self.seen_[:, idx] * (p - self.mark_[idx])
+                self.mark_[idx] = p
+                self.seen_[:, idx] = new[:, changed]
+        self.totals_[0] = p + inner.linear_scale()
+        self.totals_[1] = t + 1
+        if inner.version_ > 0:  # once B has moved, the average moves on every trial
+            self.version_ += 1
+
+    def snapshot(self) -> Hypothesis:
+        w = self.weights()
+        if self._binary:
+            return LinearHypothesis(w, self._threshold, self.labels, self._strict, self._check)
+        return LinearMaxHypothesis(w, self.labels, self._check)
+
+    # An averaged learner's own linear view is the average, which moves everywhere.
+    def support(self, x: Any) -> np.ndarray:
+        return np.arange(self.input_size)
+
+    def linear_epoch(self) -> int:
+        return 0
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.averaged_rows(idx)
+
+    def linear_scale(self) -> float:
+        return 1.0

@@ -1,0 +1,107 @@
+"""The shared plumbing of wrappers that compose one inner learner given by a spec."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from models.base import Learner
+from models.params import InvalidParameter
+from models.state import InvalidState
+
+__all__ = ["Wrapper", "inner_spec"]
+
+
+def inner_spec(learner: Mapping[str, Any] | Learner) -> dict[str, Any]:
+    """A nested spec without the context parameters the wrapper supplies."""
+    from models.registry import CONTEXT_PARAMS
+
+    spec = dict(learner.spec() if isinstance(learner, Learner) else learner)
+    return {k: v for k, v in spec.items() if k not in CONTEXT_PARAMS}
+
+
+class Wrapper(Learner):
+    """A learner around one inner learner (``learner_``), built with the same labels and size.
+
+    The wrapper takes the inner learner's instance form and value range. Subclasses store
+    ``learner``, ``labels``, ``n_features`` and ``n_experts`` (one of the two is set, per the
+    inner learner's input kind) and call ``self._initialise()``; they extend
+    ``_check_params`` after calling ``self._build_inner()``.
+    """
+
+    learner: Any
+    n_features: int | None
+    n_experts: int | None
+    learner_: Learner
+
+    @classmethod
+    def input_kind_for(cls, params: Mapping[str, Any]) -> str:
+        from models.registry import kind_of
+
+        inner = params.get("learner")
+        if isinstance(inner, Learner):
+            return inner.input_kind
+        try:
+            return kind_of(inner).input_kind_for(inner)  # type: ignore[arg-type]
+        except InvalidParameter as exc:
+            raise InvalidParameter("learner." + exc.name, exc.value, exc.expected) from None
+
+    @property
+    def input_size(self) -> int:
+        size = self.n_features if self.input_kind == "attributes" else self.n_experts
+        return int(size or 0)
+
+    def _build_inner(self) -> None:
+        from models.registry import build
+
+        kind = self.input_kind_for({"learner": self.learner})
+        given, other = ("n_features", "n_experts")
+        if kind != "attributes":
+            given, other = other, given
+        if getattr(self, given) is None or getattr(self, other) is not None:
+            raise InvalidParameter(
+                given, getattr(self, given), f"an integer (and {other} null) for a {kind} learner"
+            )
+        try:
+            inner = build(inner_spec(self.learner), labels=self.labels, size=getattr(self, given))
+        except InvalidParameter as exc:
+            raise InvalidParameter("learner." + exc.name, exc.value, exc.expected) from None
+        self.learner = inner_spec(inner)
+        self.learner_ = inner
+        self.input_kind = inner.input_kind  # type: ignore[misc]
+        self.value_range = inner.value_range  # type: ignore[misc]
+
+    def _check_params(self) -> None:
+        self._build_inner()
+
+    def _reset_state(self) -> None:
+        self.learner_.reset()
+
+    def _export_extra(self) -> dict[str, Any]:
+        return {"learner": self.learner_.export_state()}
+
+    def _import_extra(self, children: Mapping[str, Any]) -> None:
+        if set(children) != {"learner"}:
+            raise InvalidState(
+                f"{self.kind} state: expected child 'learner', got {sorted(children)}"
+            )
+        self.learner_.import_state(children["learner"])
+
+    # The linear view of the inner hypothesis, for averaging (see models.averaging).
+
+    def support(self, x: Any) -> np.ndarray:
+        return self.learner_.support(x)
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.learner_.linear_rows(idx)
+
+    def linear_coef(self) -> np.ndarray:
+        return self.learner_.linear_coef()
+
+    def linear_scale(self) -> float:
+        return self.learner_.linear_scale()
+
+    def linear_epoch(self) -> int:
+        return self.learner_.linear_epoch()
