@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from models import alma, balanced, committee, multiclass_winnow, perceptron, winnow
-from models._kernels import argmax_first, runner_up, slice_difference
+from models._kernels import argmax_first, runner_up, slice_difference_into
 
 __all__ = [
     "ALMA",
@@ -44,7 +44,7 @@ def binary_fit(fam, W, S, P, idx, val, y, force):  # type: ignore[no-untyped-def
     if fam == PERCEPTRON:
         pred, upd = perceptron._fit(W[0], P[0], idx, val, y, force)
     elif fam == ALMA:
-        pred, upd = alma._fit(W[0], S, P[0], P[1], P[2], P[3], P[4], P[5], idx, val, y, force)
+        pred, upd = alma._fit(W[0], W[1], S, P[0], P[1], P[2], P[3], P[4], P[5], idx, val, y, force)
     else:
         pred, upd = winnow._fit(
             W[0], P[0], P[1], P[2] != 0.0, P[3], P[4], P[5] != 0.0, idx, val, y, force
@@ -60,7 +60,7 @@ def binary_weights_at(fam, W, S, P, idx):  # type: ignore[no-untyped-def]  # pra
             out[j] = W[idx[j], 0] - W[idx[j], 1]
         return out
     if fam == ALMA:
-        return alma._primal(W[0], S, P[0], idx)
+        return alma._primal(W[1], S, P[0], idx)
     out = np.empty(idx.shape[0])
     for j in range(idx.shape[0]):
         out[j] = W[0, idx[j]]
@@ -68,38 +68,57 @@ def binary_weights_at(fam, W, S, P, idx):  # type: ignore[no-untyped-def]  # pra
 
 
 @njit(cache=True, nogil=True)
-def subexpert_scores(fam, W, S, P, expert, cls, value, k):  # type: ignore[no-untyped-def]  # pragma: no cover
+def subexpert_scores_into(fam, W, S, P, expert, cls, value, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """s_j = w.x^j with w the effective weights of binary family fam % 100, into ``out``."""
     base = fam % 100
-    w = binary_weights_at(base, W, S, P, expert)
+    out[:] = 0.0
+    if base == BALANCED:
+        for j in range(expert.shape[0]):
+            i = expert[j]
+            out[cls[j]] += (W[i, 0] - W[i, 1]) * value[j]
+    elif base == ALMA:
+        scale = alma._scale(S, P[0])
+        for j in range(expert.shape[0]):
+            out[cls[j]] += scale * W[1, expert[j]] * value[j]
+    else:
+        for j in range(expert.shape[0]):
+            out[cls[j]] += W[0, expert[j]] * value[j]
+
+
+@njit(cache=True, nogil=True)
+def subexpert_scores(fam, W, S, P, expert, cls, value, k):  # type: ignore[no-untyped-def]  # pragma: no cover
     s = np.zeros(k)
-    for j in range(expert.shape[0]):
-        s[cls[j]] += w[j] * value[j]
+    subexpert_scores_into(fam, W, S, P, expert, cls, value, s)
     return s
 
 
 @njit(cache=True, nogil=True)
-def subexpert_learn(fam, W, S, P, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """One trial of the sub-expert conversion (ALGORITHMS.md §1.6) of binary family fam % 100."""
-    s = subexpert_scores(fam, W, S, P, expert, cls, value, k)
+def subexpert_learn(fam, W, S, P, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial of the sub-expert conversion (ALGORITHMS.md §1.6) of binary family fam % 100.
+
+    ``wf`` and ``wi`` are scratch space (see models._kernels.scratch).
+    """
+    s = wf[:k]
+    subexpert_scores_into(fam, W, S, P, expert, cls, value, s)
     pred = argmax_first(s)
     use_runner_up = fam >= SUBEXPERT_RUNNER_UP
     if pred == y and not use_runner_up:
         return pred, 0
     other = pred if pred != y else runner_up(s, y)
-    zi, zv = slice_difference(expert, cls, value, y, other)
-    if zi.shape[0] == 0:
+    m = slice_difference_into(expert, cls, value, y, other, wi, wf[k:])
+    if m == 0:
         return pred, 0
-    _, status = binary_fit(fam % 100, W, S, P, zi, zv, 1, pred != y)
+    _, status = binary_fit(fam % 100, W, S, P, wi[:m], wf[k : k + m], 1, pred != y)
     return pred, status
 
 
 @njit(cache=True, nogil=True)
-def learn_any(fam, W, S, P, a, b, v, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """One trial of any family; returns (prediction, status)."""
+def learn_any(fam, W, S, P, a, b, v, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial of any family; returns (prediction, status). wf, wi: scratch space."""
     if fam >= SUBEXPERT:
-        return subexpert_learn(fam, W, S, P, a, b, v, k, y)
+        return subexpert_learn(fam, W, S, P, a, b, v, k, y, wf, wi)
     if fam == COMMITTEE:
-        pred, upd = committee._learn(W[0], S, P[0], a, b, v, k, y)
+        pred, upd = committee._learn(W[0], S, P[0], a, b, v, k, y, wf, wi)
         return pred, 1 if upd else 0
     if fam == MULTICLASS_WINNOW:
         pred, status = multiclass_winnow._learn(W[0], P[0], a, b, v, k, y)

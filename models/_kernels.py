@@ -13,9 +13,17 @@ __all__ = [
     "dot",
     "linear_max_predict",
     "linear_max_scores",
+    "linear_max_scores_into",
     "runner_up",
+    "scratch",
     "slice_difference",
+    "slice_difference_into",
 ]
+
+
+def scratch(k: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scratch space for a trial over k classes and m non-zeros: (k + m floats, m ints)."""
+    return np.empty(k + m), np.empty(max(m, 1), dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
@@ -27,13 +35,21 @@ def dot(w: np.ndarray, idx: np.ndarray, val: np.ndarray) -> float:  # pragma: no
 
 
 @njit(cache=True, nogil=True)
+def linear_max_scores_into(
+    w: np.ndarray, expert: np.ndarray, cls: np.ndarray, value: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover
+    """out_j = sum_i w_i x_i^j over the triples of a sub-expert instance."""
+    out[:] = 0.0
+    for j in range(expert.shape[0]):
+        out[cls[j]] += w[expert[j]] * value[j]
+
+
+@njit(cache=True, nogil=True)
 def linear_max_scores(
     w: np.ndarray, expert: np.ndarray, cls: np.ndarray, value: np.ndarray, k: int
 ) -> np.ndarray:  # pragma: no cover
-    """s_j = sum_i w_i x_i^j over the triples of a sub-expert instance."""
     s = np.zeros(k)
-    for j in range(expert.shape[0]):
-        s[cls[j]] += w[expert[j]] * value[j]
+    linear_max_scores_into(w, expert, cls, value, s)
     return s
 
 
@@ -69,13 +85,28 @@ def runner_up(s: np.ndarray, y: int) -> int:  # pragma: no cover
 def slice_difference(
     expert: np.ndarray, cls: np.ndarray, value: np.ndarray, a: int, b: int
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
-    """z = x^a - x^b as sparse (indices, values), zeros dropped.
+    """z = x^a - x^b as sparse (indices, values), zeros dropped."""
+    zi = np.empty(expert.shape[0], dtype=np.int64)
+    zv = np.empty(expert.shape[0], dtype=np.float64)
+    m = slice_difference_into(expert, cls, value, a, b, zi, zv)
+    return zi[:m], zv[:m]
+
+
+@njit(cache=True, nogil=True)
+def slice_difference_into(
+    expert: np.ndarray,
+    cls: np.ndarray,
+    value: np.ndarray,
+    a: int,
+    b: int,
+    zi: np.ndarray,
+    zv: np.ndarray,
+) -> int:  # pragma: no cover
+    """Write z = x^a - x^b into (zi, zv) as sparse entries, zeros dropped; return their count.
 
     Triples are sorted by expert, so the entries of one expert are adjacent.
     """
     n = expert.shape[0]
-    zi = np.empty(n, dtype=np.int64)
-    zv = np.empty(n, dtype=np.float64)
     m = 0
     j = 0
     while j < n:
@@ -91,4 +122,4 @@ def slice_difference(
             zi[m] = e
             zv[m] = acc
             m += 1
-    return zi[:m], zv[:m]
+    return m

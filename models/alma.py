@@ -52,33 +52,40 @@ def _scale(sc: np.ndarray, p: float) -> float:  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _weight(f: float, scale: float, p: float) -> float:  # pragma: no cover
+def _power(f: float, p: float) -> float:  # pragma: no cover
+    """sign(f)|f|^(p-1): the primal weight before the global scale."""
     if f > 0.0:
-        return scale * f ** (p - 1.0)
+        return f ** (p - 1.0)
     if f < 0.0:
-        return -(scale * (-f) ** (p - 1.0))
+        return -((-f) ** (p - 1.0))
     return 0.0
 
 
 @njit(cache=True, nogil=True)
+def _powers(phi: np.ndarray, p: float, out: np.ndarray) -> None:  # pragma: no cover
+    for i in range(phi.shape[0]):
+        out[i] = _power(phi[i], p)
+
+
+@njit(cache=True, nogil=True)
 def _primal(
-    phi: np.ndarray, sc: np.ndarray, p: float, idx: np.ndarray
+    u: np.ndarray, sc: np.ndarray, p: float, idx: np.ndarray
 ) -> np.ndarray:  # pragma: no cover
     scale = _scale(sc, p)
     out = np.zeros(idx.shape[0])
     for j in range(idx.shape[0]):
-        out[j] = _weight(phi[idx[j]], scale, p)
+        out[j] = scale * u[idx[j]]
     return out
 
 
 @njit(cache=True, nogil=True)
 def _margin(
-    phi: np.ndarray, sc: np.ndarray, p: float, idx: np.ndarray, val: np.ndarray
+    u: np.ndarray, sc: np.ndarray, p: float, idx: np.ndarray, val: np.ndarray
 ) -> float:  # pragma: no cover
     scale = _scale(sc, p)
     m = 0.0
     for j in range(idx.shape[0]):
-        m += _weight(phi[idx[j]], scale, p) * val[j]
+        m += scale * u[idx[j]] * val[j]
     return m
 
 
@@ -91,7 +98,7 @@ def _exact_s(phi: np.ndarray, p: float) -> float:  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _fit(phi, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _fit(phi, u, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One trial of ALMA_p in dual form, O(active) amortised. Returns (predicted sign, updated)."""
     top = 0.0
     for j in range(idx.shape[0]):
@@ -102,7 +109,7 @@ def _fit(phi, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # type
     for j in range(idx.shape[0]):
         acc += (abs(val[j]) / top) ** p
     xnorm = top * acc ** (1.0 / p)
-    m = _margin(phi, sc, p, idx, val)
+    m = _margin(u, sc, p, idx, val)
     pred = 1 if m >= 0.0 else -1
     k = sc[2]
     gamma = b * np.sqrt(p - 1.0) / np.sqrt(k)
@@ -114,6 +121,7 @@ def _fit(phi, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # type
         sc[0] = 1.0
         sc[1] = _exact_s(phi, p)
         sc[3] += 1.0
+        _powers(phi, p, u)
     c = sc[0]
     step = c_rate / (np.sqrt(p - 1.0) * np.sqrt(k)) * y / (xnorm * c)
     added = 0.0
@@ -122,6 +130,7 @@ def _fit(phi, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # type
         i = idx[j]
         removed += abs(phi[i]) ** p
         phi[i] += step * val[j]
+        u[i] = _power(phi[i], p)
         added += abs(phi[i]) ** p
     s = (sc[1] + added) - removed
     k += 1.0
@@ -226,8 +235,21 @@ class ALMA(BinaryLearner):
         self._b = float(self.B) if self.B is not None else 1.0 / float(self.alma_alpha)
 
     def _reset_state(self) -> None:
-        self.phi_ = np.zeros(self.n_features)
+        self.dual_ = np.zeros((2, self.n_features))
         self.scalars_ = np.array([1.0, 0.0, 1.0, 0.0])
+
+    @property
+    def phi_(self) -> np.ndarray:
+        """The dual direction phi (theta = c * phi); a view of ``dual_[0]``."""
+        return self.dual_[0]
+
+    @phi_.setter
+    def phi_(self, phi: np.ndarray) -> None:
+        # dual_[1] caches u_i = sign(phi_i)|phi_i|^(p-1), so a weight costs no power.
+        dual = np.zeros((2, phi.shape[0]))
+        dual[0] = phi
+        _powers(dual[0], self._p, dual[1])
+        self.dual_ = dual
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"phi_": (self.n_features,), "scalars_": (4,)}
@@ -257,11 +279,12 @@ class ALMA(BinaryLearner):
         return self._b * math.sqrt(self._p - 1.0) / math.sqrt(self.scalars_[2])
 
     def _margin(self, idx: np.ndarray, val: np.ndarray) -> float:
-        return float(_margin(self.phi_, self.scalars_, self._p, idx, val))
+        return float(_margin(self.dual_[1], self.scalars_, self._p, idx, val))
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
         pred, updated = _fit(
-            self.phi_,
+            self.dual_[0],
+            self.dual_[1],
             self.scalars_,
             self._p,
             float(self.alma_alpha),
@@ -277,8 +300,8 @@ class ALMA(BinaryLearner):
         return int(pred), bool(updated)
 
     def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
-        phi = self.phi_ if idx is None else self.phi_[idx]
-        return (np.sign(phi) * np.abs(phi) ** (self._p - 1.0))[None, :]
+        u = self.dual_[1]
+        return (u if idx is None else u[idx])[None, :]
 
     def linear_coef(self) -> np.ndarray:
         return np.ones(1)
@@ -300,11 +323,11 @@ class ALMA(BinaryLearner):
                 float(self._fold_below),
             ]
         )
-        return 3, self.phi_[None, :], self.scalars_, prm
+        return 3, self.dual_, self.scalars_, prm
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return np.asarray(
-            _primal(self.phi_, self.scalars_, self._p, np.asarray(idx, dtype=np.int64))
+            _primal(self.dual_[1], self.scalars_, self._p, np.asarray(idx, dtype=np.int64))
         )
 
     def weights(self) -> np.ndarray:

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-from models._kernels import argmax_first, linear_max_predict, linear_max_scores, slice_difference
+from models._kernels import (
+    argmax_first,
+    linear_max_predict,
+    linear_max_scores,
+    linear_max_scores_into,
+    scratch,
+    slice_difference_into,
+)
 from models.base import Label, LinearMaxHypothesis, MulticlassLearner
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, Labels, Real
@@ -25,20 +32,23 @@ _LOW, _HIGH = 1e-100, 1e100
 
 
 @njit(cache=True, nogil=True)
-def _learn(r, sc, la, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _learn(r, sc, la, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One trial on raw weights ``r``.
 
-    ``sc`` = [R, updates since recount, R at recount, number of rescales of r].
+    ``sc`` = [R, updates since recount, R at recount, number of rescales of r]; ``wf`` and
+    ``wi`` are scratch space of at least k + len(expert) and len(expert) entries.
     """
-    s = linear_max_scores(r, expert, cls, value, k)
+    s = wf[:k]
+    linear_max_scores_into(r, expert, cls, value, s)
     pred = argmax_first(s)
     if pred == y:
         return pred, False
-    zi, zv = slice_difference(expert, cls, value, y, pred)
-    if zi.shape[0] == 0:
+    m = slice_difference_into(expert, cls, value, y, pred, wi, wf[k:])
+    if m == 0:
         return pred, False
+    zi, zv = wi[:m], wf[k : k + m]
     total = sc[0]
-    for j in range(zi.shape[0]):
+    for j in range(m):
         e = zi[j]
         old = r[e]
         r[e] = old * np.exp(la * zv[j])
@@ -131,9 +141,9 @@ class Committee(MulticlassLearner):
         return int(linear_max_predict(self.r_, x.expert, x.cls, x.value, len(self.labels)))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        return _learn(
-            self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, len(self.labels), c
-        )
+        k = len(self.labels)
+        wf, wi = scratch(k, len(x))
+        return _learn(self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, k, c, wf, wi)
 
     def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
         return self.r_[None, :] if idx is None else self.r_[None, idx]

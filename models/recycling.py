@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from models._dispatch import COMMITTEE, learn_any
+from models import alma
+from models._dispatch import ALMA, BALANCED, COMMITTEE, SUBEXPERT, SUBEXPERT_RUNNER_UP, learn_any
+from models._kernels import argmax_first, runner_up, scratch
 from models.base import Label, Learner
 from models.instance import Attributes, Experts
 from models.params import MAX_SIZE, Integer, Labels, Spec
@@ -16,6 +18,7 @@ from models.state import InvalidState
 from models.wrapper import Wrapper
 
 __all__ = ["Recycling"]
+
 
 @njit(cache=True, nogil=True)
 def _push(a, b, v, c, count, ia, ib, iv, ilen, iy, icnt, ring):  # type: ignore[no-untyped-def]  # pragma: no cover
@@ -37,7 +40,65 @@ def _push(a, b, v, c, count, ia, ib, iv, ilen, iy, icnt, ring):  # type: ignore[
 
 
 @njit(cache=True, nogil=True)
-def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, internal, u):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _item_prediction(fam, W, S, P, ia, ib, iv, j, m, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """The prediction of a multi-class family for stored item j, read in place.
+
+    Sums in the same order and form as the family's own trial, so it predicts the same.
+    """
+    out[:] = 0.0
+    base = fam % 100
+    if fam >= SUBEXPERT and base == BALANCED:
+        for t in range(m):
+            i = ia[j, t]
+            out[ib[j, t]] += (W[i, 0] - W[i, 1]) * iv[j, t]
+    elif fam >= SUBEXPERT and base == ALMA:
+        scale = alma._scale(S, P[0])
+        for t in range(m):
+            out[ib[j, t]] += scale * W[1, ia[j, t]] * iv[j, t]
+    else:
+        for t in range(m):
+            out[ib[j, t]] += W[0, ia[j, t]] * iv[j, t]
+    return argmax_first(out)
+
+
+@njit(cache=True, nogil=True)
+def _item_is_settled(fam, W, S, P, ia, ib, iv, j, m, yj, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """True when a runner-up sub-expert learner certainly makes no update on item j.
+
+    That needs a correct prediction with s_y - s_c above the learner's margin threshold
+    times ||z||_p, where c is the runner-up and z = x^y - x^c. By Minkowski's inequality
+    ||z||_p <= ||x^y||_p + ||x^c||_p, which the scoring loop gathers on the way, so the test
+    is cheap and conservative (a small slack covers rounding); undecided items take the
+    full trial.
+    """
+    k = out.shape[0] // 2
+    s, mass = out[:k], out[k:]
+    s[:] = 0.0
+    mass[:] = 0.0
+    base = fam % 100
+    scale = alma._scale(S, P[0]) if base == ALMA else 1.0
+    for t in range(m):
+        i, c, v = ia[j, t], ib[j, t], iv[j, t]
+        if base == BALANCED:
+            s[c] += (W[i, 0] - W[i, 1]) * v
+        elif base == ALMA:
+            s[c] += scale * W[1, i] * v
+        else:
+            s[c] += W[0, i] * v
+        if base == ALMA:
+            mass[c] += 1.0 if abs(v) == 1.0 else abs(v) ** P[0]
+    if argmax_first(s) != yj:
+        return False
+    c = runner_up(s, yj)
+    gap = s[yj] - s[c] - 1e-9 * (abs(s[yj]) + abs(s[c]))
+    if base == ALMA:  # update iff margin / ||z||_p <= (1 - alpha) B sqrt(p - 1) / sqrt(k)
+        limit = (1.0 - P[1]) * P[2] * np.sqrt(P[0] - 1.0) / np.sqrt(S[2])
+        return gap > limit * (mass[yj] ** (1.0 / P[0]) + mass[c] ** (1.0 / P[0]))
+    return gap > 0.0
+
+
+@njit(cache=True, nogil=True)
+def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, internal, u, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One real trial then, after an update, recycling passes until one changes nothing.
 
     Labels are class indices; binary families (below COMMITTEE) see them as +1/-1.
@@ -45,13 +106,18 @@ def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, intern
     """
     binary = fam < COMMITTEE
     y = 1 - 2 * c if binary else c
-    pred, status = learn_any(fam, W, S, P, a, b, v, k, y)
+    pred, status = learn_any(fam, W, S, P, a, b, v, k, y, wf, wi)
     if status == 2:
         return pred, status
     _push(a, b, v, c, 1 if status == 1 else 0, ia, ib, iv, ilen, iy, icnt, ring)
     if status == 0:
         return pred, status
     s = ilen.shape[0]
+    # Families that update only on mistakes are first asked for a prediction in place, and
+    # only a wrong one goes through the full trial.
+    on_mistakes = COMMITTEE <= fam < SUBEXPERT_RUNNER_UP
+    runner_up_family = fam >= SUBEXPERT_RUNNER_UP
+    wk = np.empty(2 * k)
     changed = True
     while changed:
         changed = False
@@ -61,7 +127,13 @@ def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, intern
                 continue
             yj = 1 - 2 * iy[j] if binary else iy[j]
             m = ilen[j]
-            p2, st2 = learn_any(fam, W, S, P, ia[j, :m], ib[j, :m], iv[j, :m], k, yj)
+            if on_mistakes and _item_prediction(fam, W, S, P, ia, ib, iv, j, m, wf[:k]) == yj:
+                internal[0] += 1
+                continue
+            if runner_up_family and _item_is_settled(fam, W, S, P, ia, ib, iv, j, m, yj, wk):
+                internal[0] += 1
+                continue
+            p2, st2 = learn_any(fam, W, S, P, ia[j, :m], ib[j, :m], iv[j, :m], k, yj, wf, wi)
             internal[0] += 1
             if p2 != yj:
                 internal[1] += 1
@@ -236,10 +308,11 @@ class Recycling(Wrapper):
             pred, status = self._generic_trial(x, c, a, b, v)
         else:
             fam, W, S, P = state
+            wf, wi = scratch(len(self.labels), self.items_a_.shape[1])
             pred, status = _trial(
                 fam, W, S, P, len(self.labels), a, b, v, c,
                 self.items_a_, self.items_b_, self.items_v_, self.items_len_,
-                self.items_y_, self.items_count_, self.ring_, self.internal_, self._u,
+                self.items_y_, self.items_count_, self.ring_, self.internal_, self._u, wf, wi,
             )  # fmt: skip
             if status == 2:
                 raise OverflowError(f"{self.learner_.kind} refused an update that would overflow")

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from models._dispatch import SUBEXPERT, SUBEXPERT_RUNNER_UP, subexpert_learn, subexpert_scores
+from models._kernels import scratch
 from models.base import BinaryLearner, Label, Learner, MulticlassLearner
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options, Spec
@@ -138,7 +139,9 @@ class SubExpert(MulticlassLearner):
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
         fam, W, S, P = self.kernel_state()
-        pred, status = subexpert_learn(fam, W, S, P, x.expert, x.cls, x.value, len(self.labels), c)
+        k = len(self.labels)
+        wf, wi = scratch(k, len(x))
+        pred, status = subexpert_learn(fam, W, S, P, x.expert, x.cls, x.value, k, c, wf, wi)
         if status == 2:
             raise OverflowError(f"{self.learner_.kind} refused an update that would overflow")
         return int(pred), status == 1
