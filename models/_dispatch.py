@@ -39,7 +39,7 @@ SUBEXPERT, SUBEXPERT_RUNNER_UP = 100, 200
 @njit(cache=True, nogil=True)
 def binary_fit(fam, W, S, P, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
     if fam == BALANCED:
-        pred, status = balanced._fit(W, P, idx, val, y, force)
+        pred, status = balanced._fit(W, S, P, idx, val, y, force)
         return pred, status
     if fam == PERCEPTRON:
         pred, upd = perceptron._fit(W[0], P[0], idx, val, y, force)

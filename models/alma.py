@@ -313,17 +313,11 @@ class ALMA(BinaryLearner):
         return int(self.scalars_[3])
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        prm = np.array(
-            [
-                self._p,
-                float(self.alma_alpha),
-                self._b,
-                float(self.C),
-                float(self._recompute_every),
-                float(self._fold_below),
-            ]
-        )
-        return 3, self.dual_, self.scalars_, prm
+        knobs = (float(self._recompute_every), float(self._fold_below))
+        if getattr(self, "_prm_knobs", None) != knobs:  # tests may turn the knobs
+            self._prm = np.array([self._p, float(self.alma_alpha), self._b, float(self.C), *knobs])
+            self._prm_knobs = knobs
+        return 3, self.dual_, self.scalars_, self._prm
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return np.asarray(

@@ -6,14 +6,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numba import njit
 
-from models._kernels import argmax_first
+from models._kernels import argmax_first, dot, linear_max_scores
 from models.base import (
     Hypothesis,
     Label,
     Learner,
     LinearHypothesis,
     LinearMaxHypothesis,
+    Outcome,
 )
 from models.instance import Attributes
 from models.params import MAX_SIZE, Integer, Labels, Spec
@@ -21,6 +23,34 @@ from models.state import InvalidState
 from models.wrapper import Wrapper
 
 __all__ = ["Averaging"]
+
+
+@njit(cache=True, nogil=True)
+def _averaged(acc, seen, mark, p, t, scale, coef, idx, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """out[j] = sum_r coef_r * average_r at coordinate idx[j] (B's current one when t == 0)."""
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        w = 0.0
+        for r in range(coef.shape[0]):
+            a = seen[r, i] * scale if t == 0.0 else (acc[r, i] + seen[r, i] * (p - mark[i])) / t
+            w += coef[r] * a
+        out[j] = w
+
+
+@njit(cache=True, nogil=True)
+def _absorb(acc, seen, mark, rows, idx, p):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Flush every coordinate of ``idx`` whose value in ``rows`` moved since it was seen."""
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        moved = False
+        for r in range(rows.shape[0]):
+            if rows[r, i] != seen[r, i]:
+                moved = True
+        if moved:
+            for r in range(rows.shape[0]):
+                acc[r, i] += seen[r, i] * (p - mark[i])
+                seen[r, i] = rows[r, i]
+            mark[i] = p
 
 
 class Averaging(Wrapper):
@@ -99,6 +129,7 @@ class Averaging(Wrapper):
                 "learner", self.learner, "a linear learner (not weighted-majority or voting)"
             ) from None
         self._rows = rows
+        self._coef = np.asarray(inner.linear_coef(), dtype=np.float64)
         self._binary = isinstance(probe, LinearHypothesis)
         self._threshold = probe.threshold if isinstance(probe, LinearHypothesis) else 0.0
         self._strict = probe.strict if isinstance(probe, LinearHypothesis) else False
@@ -109,8 +140,10 @@ class Averaging(Wrapper):
         self.acc_ = np.zeros((self._rows, n))
         self.seen_ = np.array(self.learner_.linear_rows(None), dtype=np.float64)
         self.mark_ = np.zeros(n)
-        # [P = sum of g_t, T = real trials, the inner epoch last seen]
-        self.totals_ = np.array([0.0, 0.0, float(self.learner_.linear_epoch())])
+        # [P = sum of g_t, T = real trials, the inner epoch and shift last seen]
+        self.totals_ = np.array(
+            [0.0, 0.0, float(self.learner_.linear_epoch()), self.learner_.linear_shift()]
+        )
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         n = self.input_size
@@ -118,11 +151,11 @@ class Averaging(Wrapper):
             "acc_": (self._rows, n),
             "seen_": (self._rows, n),
             "mark_": (n,),
-            "totals_": (3,),
+            "totals_": (4,),
         }
 
     def _check_state(self) -> None:
-        p, t, _ = (float(v) for v in self.totals_)
+        p, t, _, _ = (float(v) for v in self.totals_)
         if t < 0 or t != np.floor(t) or (self.mark_ > p + 1e-9 * abs(p)).any():
             raise InvalidState("averaging: trial count or prefix marks out of range")
 
@@ -135,22 +168,37 @@ class Averaging(Wrapper):
 
     def averaged_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
         """sum_t g_t b_t / T at ``idx`` (all when None); B's current hypothesis before trial 1."""
-        p, t, _ = self.totals_
+        p, t = self.totals_[:2]
         sl = slice(None) if idx is None else idx
         if t == 0:
             return self.seen_[:, sl] * self.learner_.linear_scale()
         return (self.acc_[:, sl] + self.seen_[:, sl] * (p - self.mark_[sl])) / t
 
+    def _averaged_weights(self, idx: np.ndarray) -> np.ndarray:
+        p, t = self.totals_[:2]
+        out = np.empty(idx.shape[0])
+        scale = self.learner_.linear_scale() if t == 0 else 1.0
+        _averaged(
+            self.acc_, self.seen_, self.mark_, p, t, scale, self._coef, idx, out
+        )  # fmt: skip
+        return out
+
     def weights(self) -> np.ndarray:
-        return self.learner_.linear_coef() @ self.averaged_rows(None)
+        return self._averaged_weights(np.arange(self.input_size))
 
     def _scores(self, x: Any) -> np.ndarray:
         if isinstance(x, Attributes):
-            w = self.learner_.linear_coef() @ self.averaged_rows(x.indices)
-            m = float(w @ x.values) - self._threshold
+            m = float(dot(self._averaged_weights(x.indices), self._positions(x), x.values))
+            m -= self._threshold
             return np.array([m, -m])
-        w = self.learner_.linear_coef() @ self.averaged_rows(x.expert)
-        return np.bincount(x.cls, weights=w * x.value, minlength=len(self.labels))
+        w = self._averaged_weights(x.expert)
+        return np.asarray(
+            linear_max_scores(w, self._positions(x), x.cls, x.value, len(self.labels))
+        )
+
+    @staticmethod
+    def _positions(x: Any) -> np.ndarray:
+        return np.arange(len(x))
 
     def _predict(self, x: Any) -> int:
         s = self._scores(x)
@@ -165,22 +213,38 @@ class Averaging(Wrapper):
         self._absorb(self.learner_.support(x))
         return pred, outcome.updated
 
+    def follow(self, x: Any, c: int, predicted: int, updated: bool) -> Outcome:
+        """Count a trial that B, shared with another learner, has just learned.
+
+        ``x`` is already coerced, ``c`` is the true class, ``predicted`` the class this
+        learner predicted before B learned, ``updated`` whether B updated.
+        """
+        self._absorb(self.learner_.support(x))
+        self.trials_ += 1
+        mistake = predicted != c
+        self.mistakes_ += mistake
+        if updated:
+            self.updates_ += 1
+            self.version_ += 1
+        return Outcome(mistake, updated)
+
     def _absorb(self, candidates: np.ndarray) -> None:
         """Fold B's hypothesis after this trial into the running average."""
         inner = self.learner_
-        p, t, epoch = self.totals_
+        p, t, epoch, shift = self.totals_
+        moved = inner.linear_shift() - shift
+        if moved:  # B divided its weights by 2**moved: so do the sums, and nothing changed
+            factor = 2.0**-moved
+            self.acc_ *= factor
+            self.seen_ *= factor
+            self.totals_[3] = shift + moved
         now = inner.linear_epoch()
         if now != epoch:  # b was rescaled everywhere: compare every coordinate
             candidates = np.arange(self.input_size)
             self.totals_[2] = now
         if candidates.size:
-            new = inner.linear_rows(candidates)
-            changed = (new != self.seen_[:, candidates]).any(axis=0)
-            if changed.any():
-                idx = candidates[changed]
-                self.acc_[:, idx] += self.seen_[:, idx] * (p - self.mark_[idx])
-                self.mark_[idx] = p
-                self.seen_[:, idx] = new[:, changed]
+            rows = inner.linear_rows(None)
+            _absorb(self.acc_, self.seen_, self.mark_, rows, candidates, p)
         self.totals_[0] = p + inner.linear_scale()
         self.totals_[1] = t + 1
         if inner.version_ > 0:  # once B has moved, the average moves on every trial

@@ -40,12 +40,20 @@ def _factor(log_factor, x, unit):  # type: ignore[no-untyped-def]  # pragma: no 
     return unit if x == 1.0 else np.exp(log_factor * x)
 
 
+#: With threshold 0 only the ratios of the weights matter, so when a weight would pass
+#: _CEILING every weight is divided by 2**_SHIFT_BITS (exact for every weight above 2**-1074,
+#: below which a weight vanishes) and the shift is recorded; with another threshold such an
+#: update is refused instead.
+_CEILING = 2.0**900
+_SHIFT_BITS = 600.0
+
+
 @njit(cache=True, nogil=True)
-def _fit(w, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _fit(w, sc, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One trial. Returns (predicted sign, status): 0 no update, 1 updated, 2 refused.
 
-    An update that would take a weight out of [1e-300, 1e300] is refused whole, leaving
-    the weights as they were.
+    ``sc`` = [total shift in bits, number of shifts]. A refused update leaves the weights
+    as they were.
     """
     m = _margin(w, prm, idx, val)
     pred = 1 if (m > 0.0 or (m == 0.0 and prm[3] == 0.0)) else -1
@@ -57,8 +65,13 @@ def _fit(w, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma:
         i = idx[j]
         a = w[i, 0] * _factor(up, val[j], eu)
         b = w[i, 1] * _factor(down, val[j], ed)
-        if not (1e-300 < a < 1e300 and 1e-300 < b < 1e300):
-            return pred, 2
+        if not (a < _CEILING and b < _CEILING):
+            if prm[0] != 0.0:
+                return pred, 2
+            w *= 2.0**-_SHIFT_BITS
+            sc[0] += _SHIFT_BITS
+            sc[1] += 1.0
+            break
     for j in range(idx.shape[0]):
         i = idx[j]
         w[i, 0] *= _factor(up, val[j], eu)
@@ -67,11 +80,11 @@ def _fit(w, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma:
 
 
 @njit(cache=True, nogil=True)
-def _fit_batch(w, prm, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _fit_batch(w, sc, prm, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Trials in order; returns how many were applied (fewer if one was refused)."""
     for t in range(ys.shape[0]):
         lo, hi = indptr[t], indptr[t + 1]
-        pred, status = _fit(w, prm, idx[lo:hi], val[lo:hi], ys[t], False)
+        pred, status = _fit(w, sc, prm, idx[lo:hi], val[lo:hi], ys[t], False)
         if status == 2:
             return t
         mistakes[t] = pred != ys[t]
@@ -79,7 +92,6 @@ def _fit_batch(w, prm, indptr, idx, val, ys, mistakes, updates):  # type: ignore
     return ys.shape[0]
 
 
-_NO_SCALARS = np.zeros(0)
 _OVERFLOW = (
     "balanced-winnow refused an update that would push a weight past 1e300: use a smaller alpha"
 )
@@ -136,7 +148,7 @@ class BalancedWinnow(BinaryLearner):
         "beta": Real(0.0, 1.0, low_open=True, high_open=True, optional=True),
         "labels": Labels(exactly=2),
     }
-    _state_arrays = {"w_": "float64"}
+    _state_arrays = {"w_": "float64", "scalars_": "float64"}
 
     def __init__(
         self,
@@ -171,6 +183,7 @@ class BalancedWinnow(BinaryLearner):
 
     def _reset_state(self) -> None:
         self.w_ = np.empty((self.n_features, 2))
+        self.scalars_ = np.zeros(2)
         self.w_[:, 0] = self.init_pos
         self.w_[:, 1] = self.init_neg
 
@@ -185,11 +198,16 @@ class BalancedWinnow(BinaryLearner):
         return self.w_[:, 1]
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"w_": (self.n_features, 2)}
+        return {"w_": (self.n_features, 2), "scalars_": (2,)}
 
     def _check_state(self) -> None:
-        if not (self.w_ > 0).all():
-            raise InvalidState("balanced-winnow weights must be positive")
+        if not ((self.w_ >= 0).all() and (self.w_ < 2.0**1000).all()):
+            raise InvalidState("balanced-winnow weights must be in [0, 2**1000)")
+        shift, count = (float(v) for v in self.scalars_)
+        if not (shift == _SHIFT_BITS * count and count >= 0 and count == np.floor(count)):
+            raise InvalidState("balanced-winnow: the weight shift does not match its count")
+        if shift and self._theta != 0.0:
+            raise InvalidState("balanced-winnow: weights shifted with a non-zero threshold")
 
     @property
     def effective_threshold(self) -> float:
@@ -202,7 +220,7 @@ class BalancedWinnow(BinaryLearner):
         return 0 if _sign(self.w_, self._prm, x.indices, x.values) > 0 else 1
 
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
-        pred, status = _fit(self.w_, self._prm, idx, val, y, force)
+        pred, status = _fit(self.w_, self.scalars_, self._prm, idx, val, y, force)
         if status == 2:
             raise OverflowError(_OVERFLOW)
         return pred, status == 1
@@ -213,8 +231,11 @@ class BalancedWinnow(BinaryLearner):
     def linear_coef(self) -> np.ndarray:
         return np.array([1.0, -1.0])
 
+    def linear_shift(self) -> float:
+        return float(self.scalars_[0])
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        return 1, self.w_, _NO_SCALARS, self._prm
+        return 1, self.w_, self.scalars_, self._prm
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx, 0] - self.w_[idx, 1]
@@ -234,7 +255,9 @@ class BalancedWinnow(BinaryLearner):
         signs = np.array([1 - 2 * self.class_of(y) for y in ys], dtype=np.int64)
         mistakes = np.zeros(signs.size, dtype=bool)
         updates = np.zeros(signs.size, dtype=bool)
-        done = _fit_batch(self.w_, self._prm, indptr, idx, val, signs, mistakes, updates)
+        done = _fit_batch(
+            self.w_, self.scalars_, self._prm, indptr, idx, val, signs, mistakes, updates
+        )
         n_upd = int(updates[:done].sum())
         self.trials_ += done
         self.mistakes_ += int(mistakes[:done].sum())

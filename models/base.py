@@ -397,6 +397,11 @@ class Learner:
     def linear_epoch(self) -> int:
         return 0
 
+    def linear_shift(self) -> float:
+        """log2 of the factor b was divided by in all, when the learner shrinks its
+        weights to stay in range without changing its predictions (Balanced Winnow)."""
+        return 0.0
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray] | None:
         """``(family, W, S, P)`` views of the live state for compiled wrappers
         (models._dispatch), or None for learners without a compiled trial."""

@@ -357,6 +357,8 @@ class Recycling(Wrapper):
     def support(self, x: Any) -> np.ndarray:
         """Recycling may change any coordinate of the stored instances."""
         lens = self.items_len_
+        if int(lens.sum()) >= self.input_size:  # cheaper to say: any coordinate
+            return np.arange(self.input_size)
         mask = np.arange(self.items_a_.shape[1])[None, :] < lens[:, None]
         return np.unique(np.concatenate([super().support(x), self.items_a_[mask]]))
 

@@ -13,9 +13,11 @@ from typing import Any
 
 from models.alma import ALMA
 from models.averaging import Averaging
+from models.bagging import OnlineBagging, OnlineBoosting
 from models.balanced import BalancedWinnow
 from models.base import Learner
 from models.committee import Committee
+from models.ecoc import ECOC
 from models.multiclass_winnow import MulticlassWinnow
 from models.params import InvalidParameter
 from models.perceptron import Perceptron
@@ -42,6 +44,9 @@ KINDS: dict[str, type[Learner]] = {
         Recycling,
         Averaging,
         VCombine,
+        ECOC,
+        OnlineBagging,
+        OnlineBoosting,
     )
 }
 

@@ -125,6 +125,9 @@ class SubExpert(MulticlassLearner):
     def linear_epoch(self) -> int:
         return self.learner_.linear_epoch()
 
+    def linear_shift(self) -> float:
+        return self.learner_.linear_shift()
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         inner = self.learner_.kernel_state()
         assert inner is not None  # every convertible learner has one

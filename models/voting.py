@@ -15,6 +15,7 @@ import numpy as np
 
 from models import state as st
 from models._kernels import argmax_first
+from models.averaging import Averaging
 from models.base import (
     Hypothesis,
     InstanceCheck,
@@ -146,6 +147,26 @@ class VotingHypothesis(Hypothesis):
 # A slot hypothesis travels as its weights, its class code and one real (a linear-max
 # hypothesis's scale or a linear one's threshold) plus a linear one's ``strict`` flag.
 _CLASSES: tuple[type, ...] = (LinearMaxHypothesis, LinearHypothesis, WeightedMajorityHypothesis)
+
+
+def _followers(specs: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """Averaging members whose inner learner is another member: {averaged: that member}.
+
+    An AR-B beside its R-B would otherwise train a second, identical R-B; instead the
+    averaged member follows the other member's trials.
+    """
+    out = {}
+    for j, spec in enumerate(specs):
+        if spec.get("kind") == "averaging" and spec.get("learner") in specs:
+            out[j] = list(specs).index(spec["learner"])
+    return out
+
+
+def _link(learners: list[Learner], followers: Mapping[int, int]) -> None:
+    for j, i in followers.items():
+        averaged = learners[j]
+        assert isinstance(averaged, Averaging)
+        averaged.learner_ = learners[i]
 
 
 def _fields(h: Hypothesis | None) -> tuple[int, int, float]:
@@ -469,6 +490,8 @@ class VCombine(Learner):
         self.value_range = None if (low, high) == (-np.inf, np.inf) else (low, high)  # type: ignore[misc]
         self._online = self.accuracy == "buffer+online"
         self._wm = self.select == "weighted-majority"
+        self._followers = _followers(self.learners)
+        _link(self.learners_, self._followers)
 
     def _reset_state(self) -> None:
         for inner in self.learners_:
@@ -585,7 +608,14 @@ class VCombine(Learner):
             else None
         )
         y = self.labels[c]
-        outcomes = [inner.learn(x, y) for inner in self.learners_]
+        follow = self._followers
+        before = {j: self.learners_[j]._predict(x) for j in follow}  # before the leaders learn
+        done = {i: inner.learn(x, y) for i, inner in enumerate(self.learners_) if i not in follow}
+        for j, i in follow.items():
+            averaged = self.learners_[j]
+            assert isinstance(averaged, Averaging)
+            done[j] = averaged.follow(x, c, before[j], done[i].updated)
+        outcomes = [done[i] for i in range(len(self.learners_))]
         wrong = np.array([o.mistake for o in outcomes], dtype=bool)
         changed = any(o.updated for o in outcomes)
         tau = self.tau_
@@ -739,6 +769,7 @@ class VCombine(Learner):
         fresh = [inner.clone() for inner in self.learners_]
         for i, inner in enumerate(fresh):
             inner.import_state(children[f"learner.{i}"])
+        _link(fresh, self._followers)
         loaded, self._loaded = self._loaded, {}
         slots = self._rebuild_slots(loaded, fresh)
         buffer = self._rebuild_buffer(loaded)

@@ -105,3 +105,6 @@ class Wrapper(Learner):
 
     def linear_epoch(self) -> int:
         return self.learner_.linear_epoch()
+
+    def linear_shift(self) -> float:
+        return self.learner_.linear_shift()

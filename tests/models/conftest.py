@@ -108,7 +108,8 @@ class Case:
         winnow_family += ("weighted-majority",)
         if self.base_kind not in winnow_family:
             return []
-        prefix = ("learner",) * (len(self.chain) - 1)
+        roles = {"ecoc": "column:0", "bagging": "model:0", "boosting": "model:0"}
+        prefix = tuple(roles.get(kind, "learner") for kind in self.chain[:-1])
         names = registry.KINDS[self.base_kind]._state_arrays
         return [(*prefix, name) for name in names if name != "scalars_"]
 
@@ -290,6 +291,72 @@ def _cases() -> list[Case]:
             "recycling-wm-generic",
             {"kind": "recycling", "size": 5, "learner": {"kind": "weighted-majority"}},
             abc,
+            m,
+        ),
+        Case("ecoc-balanced", {"kind": "ecoc", "learner": bw}, abc, n),
+        Case(
+            "ecoc-perceptron-loss",
+            {"kind": "ecoc", "learner": {"kind": "perceptron"}, "decoding": "loss"},
+            four,
+            n,
+        ),
+        Case(
+            "ecoc-winnow-random",
+            {
+                "kind": "ecoc",
+                "learner": {"kind": "winnow"},
+                "code": "random",
+                "length": 6,
+                "seed": 3,
+            },
+            four,
+            n,
+        ),
+        Case(
+            "ecoc-alma-one-per-class",
+            {"kind": "ecoc", "learner": {"kind": "alma"}, "code": "one-per-class"},
+            abc,
+            n,
+        ),
+        Case("ecoc-balanced-dense", {"kind": "ecoc", "learner": bw, "code": "dense"}, attr, n),
+        Case(
+            "bagging-perceptron",
+            {"kind": "bagging", "learner": {"kind": "perceptron"}, "n_models": 5},
+            attr,
+            n,
+        ),
+        Case(
+            "bagging-committee-scores",
+            {
+                "kind": "bagging",
+                "learner": {"kind": "committee", "alpha": 1.5},
+                "n_models": 4,
+                "vote": "scores",
+                "seed": 7,
+            },
+            abc,
+            m,
+        ),
+        Case(
+            "bagging-ecoc",
+            {
+                "kind": "bagging",
+                "learner": {"kind": "ecoc", "learner": {"kind": "perceptron"}},
+                "n_models": 3,
+            },
+            abc,
+            n,
+        ),
+        Case("boosting-balanced", {"kind": "boosting", "learner": bw, "n_models": 5}, attr, n),
+        Case(
+            "boosting-se-perceptron",
+            {
+                "kind": "boosting",
+                "learner": {"kind": "subexpert", "learner": {"kind": "perceptron"}},
+                "n_models": 4,
+                "seed": 2,
+            },
+            four,
             m,
         ),
         Case(

@@ -20,6 +20,9 @@ MINIMAL = {
     "recycling": {"learner": {"kind": "perceptron"}},
     "averaging": {"learner": {"kind": "perceptron"}},
     "v-combine": {"learners": [{"kind": "perceptron"}]},
+    "ecoc": {"learner": {"kind": "perceptron"}},
+    "bagging": {"learner": {"kind": "perceptron"}},
+    "boosting": {"learner": {"kind": "perceptron"}},
 }
 
 
