@@ -21,6 +21,7 @@ from models.ecoc import ECOC
 from models.multiclass_winnow import MulticlassWinnow
 from models.params import InvalidParameter
 from models.perceptron import Perceptron
+from models.presets import VRCombine
 from models.recycling import Recycling
 from models.state import InvalidState
 from models.subexpert import SubExpert
@@ -47,6 +48,7 @@ KINDS: dict[str, type[Learner]] = {
         ECOC,
         OnlineBagging,
         OnlineBoosting,
+        VRCombine,
     )
 }
 

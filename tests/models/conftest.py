@@ -66,7 +66,8 @@ class Case:
     def predicts_apart(self) -> bool:
         """Whether predictions come from something other than the learner that updates
         (an average, a vote), so a mistake need not cause an update."""
-        return bool({"averaging", "v-combine", "ecoc", "bagging", "boosting"} & set(self.chain))
+        voters = {"averaging", "v-combine", "vr-combine", "ecoc", "bagging", "boosting"}
+        return bool(voters & set(self.chain))
 
     @property
     def base_kind(self) -> str:
@@ -192,7 +193,7 @@ class Case:
         return Experts(e[order], c[order], x[e, c][order]), self.labels[y]
 
 
-WRAPPERS = {"recycling", "averaging", "v-combine", "ecoc", "bagging", "boosting"}
+WRAPPERS = {"recycling", "averaging", "v-combine", "vr-combine", "ecoc", "bagging", "boosting"}
 
 
 def _cases() -> list[Case]:
@@ -357,6 +358,22 @@ def _cases() -> list[Case]:
                 "seed": 2,
             },
             four,
+            m,
+        ),
+        Case(
+            "vr-combine-small",
+            {
+                "kind": "vr-combine",
+                "alphas": [1.1],
+                "ps": [3.0],
+                "perceptron": False,
+                "size": 6,
+                "h": 4,
+                "r": 10,
+                "window": 8,
+                "restart_wait": 10,
+            },
+            abc,
             m,
         ),
         Case(
