@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from models._kernels import argmax_first, dot, linear_max_scores
+from models._kernels import argmax_first
 from models.base import (
     Hypothesis,
     Label,
@@ -26,15 +26,30 @@ __all__ = ["Averaging"]
 
 
 @njit(cache=True, nogil=True)
+def _weight(acc, seen, mark, p, t, scale, coef, i):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """sum_r coef_r * average_r at coordinate i (B's current weight when t == 0)."""
+    w = 0.0
+    for r in range(coef.shape[0]):
+        a = seen[r, i] * scale if t == 0.0 else (acc[r, i] + seen[r, i] * (p - mark[i])) / t
+        w += coef[r] * a
+    return w
+
+
+@njit(cache=True, nogil=True)
 def _averaged(acc, seen, mark, p, t, scale, coef, idx, out):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """out[j] = sum_r coef_r * average_r at coordinate idx[j] (B's current one when t == 0)."""
     for j in range(idx.shape[0]):
-        i = idx[j]
-        w = 0.0
-        for r in range(coef.shape[0]):
-            a = seen[r, i] * scale if t == 0.0 else (acc[r, i] + seen[r, i] * (p - mark[i])) / t
-            w += coef[r] * a
-        out[j] = w
+        out[j] = _weight(acc, seen, mark, p, t, scale, coef, idx[j])
+
+
+@njit(cache=True, nogil=True)
+def _averaged_scores(acc, seen, mark, p, t, scale, coef, a, b, v, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Scores of the averaged hypothesis: out = (m,) for attributes (a = indices, b unused),
+    out[j] = sum of w.x^j for sub-experts (a = experts, b = classes). Sums run in the order
+    a snapshot's do, so both predict alike."""
+    out[:] = 0.0
+    for j in range(a.shape[0]):
+        w = _weight(acc, seen, mark, p, t, scale, coef, a[j])
+        out[b[j] if out.shape[0] > 1 else 0] += w * v[j]
 
 
 @njit(cache=True, nogil=True)
@@ -187,18 +202,22 @@ class Averaging(Wrapper):
         return self._averaged_weights(np.arange(self.input_size))
 
     def _scores(self, x: Any) -> np.ndarray:
+        p, t = self.totals_[:2]
+        scale = self.learner_.linear_scale() if t == 0 else 1.0
         if isinstance(x, Attributes):
-            m = float(dot(self._averaged_weights(x.indices), self._positions(x), x.values))
-            m -= self._threshold
+            out = np.empty(1)
+            _averaged_scores(
+                self.acc_, self.seen_, self.mark_, p, t, scale, self._coef,
+                x.indices, x.indices, x.values, out,
+            )  # fmt: skip
+            m = float(out[0]) - self._threshold
             return np.array([m, -m])
-        w = self._averaged_weights(x.expert)
-        return np.asarray(
-            linear_max_scores(w, self._positions(x), x.cls, x.value, len(self.labels))
-        )
-
-    @staticmethod
-    def _positions(x: Any) -> np.ndarray:
-        return np.arange(len(x))
+        out = np.empty(len(self.labels))
+        _averaged_scores(
+            self.acc_, self.seen_, self.mark_, p, t, scale, self._coef,
+            x.expert, x.cls, x.value, out,
+        )  # fmt: skip
+        return out
 
     def _predict(self, x: Any) -> int:
         s = self._scores(x)
