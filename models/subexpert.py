@@ -12,12 +12,12 @@ from models._kernels import scratch
 from models.base import BinaryLearner, Label, Learner, MulticlassLearner
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options, Spec
-from models.state import InvalidState
+from models.wrapper import HasInner
 
 __all__ = ["SubExpert"]
 
 
-class SubExpert(MulticlassLearner):
+class SubExpert(HasInner, MulticlassLearner):
     """Turn a binary linear-threshold learner L into a multi-class sub-expert learner.
 
     L keeps one weight per sub-expert. Class j scores s_j = w.x^j and the first arg-max is
@@ -54,6 +54,7 @@ class SubExpert(MulticlassLearner):
     """
 
     kind = "subexpert"
+    learner_: BinaryLearner
     _parameter_constraints = {
         "learner": Spec(),
         "n_experts": Integer(1, MAX_SIZE),
@@ -104,29 +105,6 @@ class SubExpert(MulticlassLearner):
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {}
-
-    def _export_extra(self) -> dict[str, Any]:
-        return {"learner": self.learner_.export_state()}
-
-    def _import_extra(self, children: Mapping[str, Any]) -> None:
-        if set(children) != {"learner"}:
-            raise InvalidState(f"subexpert state: expected child 'learner', got {sorted(children)}")
-        self.learner_.import_state(children["learner"])
-
-    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
-        return self.learner_.linear_rows(idx)
-
-    def linear_coef(self) -> np.ndarray:
-        return self.learner_.linear_coef()
-
-    def linear_scale(self) -> float:
-        return self.learner_.linear_scale()
-
-    def linear_epoch(self) -> int:
-        return self.learner_.linear_epoch()
-
-    def linear_shift(self) -> float:
-        return self.learner_.linear_shift()
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         inner = self.learner_.kernel_state()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from models.base import Learner
 from models.params import InvalidParameter
 from models.state import InvalidState
 
-__all__ = ["Wrapper", "inner_spec"]
+__all__ = ["HasInner", "Wrapper", "inner_spec"]
 
 
 def inner_spec(learner: Mapping[str, Any] | Learner) -> dict[str, Any]:
@@ -22,7 +22,43 @@ def inner_spec(learner: Mapping[str, Any] | Learner) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k not in CONTEXT_PARAMS}
 
 
-class Wrapper(Learner):
+class HasInner:
+    """One inner learner, ``learner_``: its state travels as the child ``learner``, and the
+    wrapper shows the inner's linear view (for averaging) as its own."""
+
+    kind: ClassVar[str]
+    learner_: Learner
+
+    def _export_extra(self) -> dict[str, Any]:
+        return {"learner": self.learner_.export_state()}
+
+    def _import_extra(self, children: Mapping[str, Any]) -> None:
+        if set(children) != {"learner"}:
+            raise InvalidState(
+                f"{self.kind} state: expected child 'learner', got {sorted(children)}"
+            )
+        self.learner_.import_state(children["learner"])
+
+    def support(self, x: Any) -> np.ndarray:
+        return self.learner_.support(x)
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.learner_.linear_rows(idx)
+
+    def linear_coef(self) -> np.ndarray:
+        return self.learner_.linear_coef()
+
+    def linear_scale(self) -> float:
+        return self.learner_.linear_scale()
+
+    def linear_epoch(self) -> int:
+        return self.learner_.linear_epoch()
+
+    def linear_shift(self) -> float:
+        return self.learner_.linear_shift()
+
+
+class Wrapper(HasInner, Learner):
     """A learner around one inner learner (``learner_``), built with the same labels and size.
 
     The wrapper takes the inner learner's instance form and value range. Subclasses store
@@ -78,33 +114,3 @@ class Wrapper(Learner):
 
     def _reset_state(self) -> None:
         self.learner_.reset()
-
-    def _export_extra(self) -> dict[str, Any]:
-        return {"learner": self.learner_.export_state()}
-
-    def _import_extra(self, children: Mapping[str, Any]) -> None:
-        if set(children) != {"learner"}:
-            raise InvalidState(
-                f"{self.kind} state: expected child 'learner', got {sorted(children)}"
-            )
-        self.learner_.import_state(children["learner"])
-
-    # The linear view of the inner hypothesis, for averaging (see models.averaging).
-
-    def support(self, x: Any) -> np.ndarray:
-        return self.learner_.support(x)
-
-    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
-        return self.learner_.linear_rows(idx)
-
-    def linear_coef(self) -> np.ndarray:
-        return self.learner_.linear_coef()
-
-    def linear_scale(self) -> float:
-        return self.learner_.linear_scale()
-
-    def linear_epoch(self) -> int:
-        return self.learner_.linear_epoch()
-
-    def linear_shift(self) -> float:
-        return self.learner_.linear_shift()
