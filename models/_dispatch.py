@@ -53,21 +53,6 @@ def binary_fit(fam, W, S, P, idx, val, y, force):  # type: ignore[no-untyped-def
 
 
 @njit(cache=True, nogil=True)
-def binary_weights_at(fam, W, S, P, idx):  # type: ignore[no-untyped-def]  # pragma: no cover
-    if fam == BALANCED:
-        out = np.empty(idx.shape[0])
-        for j in range(idx.shape[0]):
-            out[j] = W[idx[j], 0] - W[idx[j], 1]
-        return out
-    if fam == ALMA:
-        return alma._primal(W[1], S, P[0], idx)
-    out = np.empty(idx.shape[0])
-    for j in range(idx.shape[0]):
-        out[j] = W[0, idx[j]]
-    return out
-
-
-@njit(cache=True, nogil=True)
 def subexpert_scores_into(fam, W, S, P, expert, cls, value, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     """s_j = w.x^j with w the effective weights of binary family fam % 100, into ``out``."""
     base = fam % 100
