@@ -26,6 +26,23 @@ def scratch(k: int, m: int) -> tuple[np.ndarray, np.ndarray]:
     return np.empty(k + m), np.empty(max(m, 1), dtype=np.int64)
 
 
+class Scratch:
+    """Scratch space kept by one learner and grown on demand, so a trial allocates nothing.
+
+    It is never part of a learner's state.
+    """
+
+    __slots__ = ("f", "i")
+
+    def __init__(self) -> None:
+        self.f, self.i = scratch(64, 64)
+
+    def get(self, k: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.f.shape[0] < k + m or self.i.shape[0] < m:
+            self.f, self.i = scratch(2 * (k + m), 2 * m)
+        return self.f, self.i
+
+
 @njit(cache=True, nogil=True)
 def dot(w: np.ndarray, idx: np.ndarray, val: np.ndarray) -> float:  # pragma: no cover
     s = 0.0

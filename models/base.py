@@ -18,7 +18,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from models import state as st
-from models._kernels import argmax_first, dot, linear_max_scores
+from models._kernels import Scratch, argmax_first, dot, linear_max_scores
 from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.params import Constraint, validate_params
 
@@ -240,6 +240,7 @@ class Learner:
 
     labels: tuple[Label, ...]
     trials_: int
+    _work: Scratch
     mistakes_: int
     updates_: int
     version_: int
@@ -370,6 +371,14 @@ class Learner:
 
     def _predict(self, x: Any) -> int:
         return int(argmax_first(self._scores(x)))
+
+    def _scratch(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """This learner's scratch space for a compiled trial over m non-zeros."""
+        try:
+            return self._work.get(len(self.labels), m)
+        except AttributeError:
+            self._work = Scratch()
+            return self._work.get(len(self.labels), m)
 
     def _learn(self, x: Any, c: int) -> tuple[int, bool]:  # pragma: no cover - interface
         """Apply one trial to a coerced instance and class; return (predicted class, updated)."""

@@ -12,7 +12,6 @@ from models._kernels import (
     linear_max_predict,
     linear_max_scores,
     linear_max_scores_into,
-    scratch,
     slice_difference_into,
 )
 from models.base import Label, LinearMaxHypothesis, MulticlassLearner
@@ -113,6 +112,7 @@ class Committee(MulticlassLearner):
 
     def _check_params(self) -> None:
         self._la = float(np.log(self.alpha))
+        self._k = len(self.labels)
 
     def _reset_state(self) -> None:
         self.r_ = np.full(self.n_experts, 1.0 / self.n_experts)
@@ -141,9 +141,10 @@ class Committee(MulticlassLearner):
         return int(linear_max_predict(self.r_, x.expert, x.cls, x.value, len(self.labels)))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
-        k = len(self.labels)
-        wf, wi = scratch(k, len(x))
-        return _learn(self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, k, c, wf, wi)
+        wf, wi = self._scratch(x.expert.shape[0])
+        return _learn(
+            self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, self._k, c, wf, wi
+        )
 
     def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
         return self.r_[None, :] if idx is None else self.r_[None, idx]

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from models._dispatch import SUBEXPERT, SUBEXPERT_RUNNER_UP, subexpert_learn, subexpert_scores
-from models._kernels import scratch
 from models.base import BinaryLearner, Label, Learner, MulticlassLearner
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options, Spec
@@ -121,7 +120,7 @@ class SubExpert(HasInner, MulticlassLearner):
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
         fam, W, S, P = self.kernel_state()
         k = len(self.labels)
-        wf, wi = scratch(k, len(x))
+        wf, wi = self._scratch(len(x))
         pred, status = subexpert_learn(fam, W, S, P, x.expert, x.cls, x.value, k, c, wf, wi)
         if status == 2:
             raise OverflowError(f"{self.learner_.kind} refused an update that would overflow")
