@@ -39,7 +39,7 @@ def _push(a, b, v, c, count, ia, ib, iv, ilen, iy, icnt, ring):  # type: ignore[
     icnt[slot] = count
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _item_prediction(fam, W, S, P, ia, ib, iv, j, m, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     """The prediction of a multi-class family for stored item j, read in place.
 
@@ -61,7 +61,7 @@ def _item_prediction(fam, W, S, P, ia, ib, iv, j, m, out):  # type: ignore[no-un
     return argmax_first(out)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _item_is_settled(fam, W, S, P, ia, ib, iv, j, m, yj, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     """True when a runner-up sub-expert learner certainly makes no update on item j.
 
