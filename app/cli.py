@@ -20,6 +20,7 @@ DEMO_LEARNERS: dict[str, dict[str, Any]] = {
     "perceptron": {"kind": "subexpert", "learner": {"kind": "perceptron"}},
     "alma(3)": {"kind": "subexpert", "learner": {"kind": "alma", "p": 3.0}},
     "weighted-majority": {"kind": "weighted-majority", "beta": 0.5, "update": "on_mistake"},
+    "vr-combine": {"kind": "vr-combine"},
 }
 
 
