@@ -1,7 +1,8 @@
 """Voting over on-line hypotheses: V-B and V-Combine (ALGORITHMS.md §3.2; S4 §V.B).
 
-The pure functions give the schedule arithmetic: :func:`targets`, :func:`window`,
-:func:`creation_spacing`, :func:`live_window` and :func:`restart_wait`.
+The pure functions of :mod:`models.schedule` give the schedule arithmetic: :func:`targets`,
+:func:`window`, :func:`creation_spacing`, :func:`live_window` and :func:`restart_wait`
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -9,21 +10,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from models import state as st
 from models._kernels import argmax_first
 from models.averaging import Averaging
-from models.base import (
-    Hypothesis,
-    InstanceCheck,
-    Label,
-    Learner,
-    LinearHypothesis,
-    LinearMaxHypothesis,
-)
+from models.base import Hypothesis, Label, Learner
 from models.instance import Attributes, Experts, InvalidInstance
 from models.params import (
     MAX_SIZE,
@@ -36,7 +30,25 @@ from models.params import (
     Real,
     Spec,
 )
-from models.weighted_majority import WeightedMajorityHypothesis
+from models.schedule import (
+    SlotView,
+    _higher,
+    _Slot,
+    creation_spacing,
+    live_window,
+    restart_wait,
+    targets,
+    window,
+)
+from models.voting_state import (
+    _CLASSES,
+    VotingHypothesis,
+    _effective,
+    _fields,
+    _Packed,
+    _rebuild,
+    _vote,
+)
 from models.wrapper import inner_spec
 
 __all__ = [
@@ -51,102 +63,7 @@ __all__ = [
 ]
 
 
-# -- the schedule arithmetic (§3.2 (1), (2), (6)) -------------------------------------------
-
-
-def targets(spacing: int, h: int) -> tuple[int, ...]:
-    """The target trials j * s, j = 1..h, while the spacing is ``spacing``."""
-    return tuple(j * spacing for j in range(1, h + 1))
-
-
-def window(target: int, spacing: int, w: int) -> tuple[int, int]:
-    """S4's search window: m = min(W, floor(s/2)), [t - floor(m/2), t - floor(m/2) + m].
-
-    >>> window(256, 128, 100)
-    (224, 288)
-    """
-    m = min(w, spacing // 2)
-    start = target - m // 2
-    return start, start + m
-
-
-def creation_spacing(target: int, spacing: int, h: int) -> int:
-    """The spacing in force when ``target``, one of ``targets(spacing, h)``, was created.
-
-    A target j * s with j <= h/2 was already a target at spacing s/2 (Ambiguity A17).
-    """
-    while spacing > 1 and target // spacing <= h // 2:
-        spacing //= 2
-    return spacing
-
-
-def live_window(target: int, spacing: int, h: int, w: int) -> tuple[int, int]:
-    """The window a live schedule gives ``target`` (A17: m from the creation spacing).
-
-    >>> live_window(256, 64, 4, 100), live_window(256, 128, 4, 100)
-    ((240, 272), (240, 272))
-    """
-    return window(target, creation_spacing(target, spacing, h), w)
-
-
-def restart_wait(d: int, restarts: int) -> int:
-    """Trials after a (re)start before restarts are checked: d, 2d, 4d, ... (A4)."""
-    return d * 2**restarts
-
-
-# -- the frozen vote --------------------------------------------------------------------------
-
-
-def _vote(scores: Sequence[np.ndarray], normalize: str, k: int) -> np.ndarray:
-    """V_j = sum over voters of their score vectors, each scaled first unless ``"none"``."""
-    total = np.zeros(k)
-    for s in scores:
-        if normalize != "none":
-            z = np.abs(s).sum() if normalize == "l1" else np.abs(s).max()
-            if z > 0:
-                s = s / z
-        total = total + s
-    return total
-
-
-def _effective(h: Hypothesis) -> np.ndarray:
-    """A hypothesis's weights on the scale of its scores."""
-    return h.normalized() if isinstance(h, LinearMaxHypothesis) else h.weights  # type: ignore[attr-defined]
-
-
-class VotingHypothesis(Hypothesis):
-    """A frozen vote: the sum of its voters' score vectors (§3.2 (4)), first arg-max wins.
-
-    ``weights`` is the sum of the voters' effective weights (a linear-max voter's scaled
-    weights). With raw scores and one class of voter the vote is that class's hypothesis
-    with these weights (and a linear vote's threshold is the sum of the thresholds);
-    otherwise it only summarises the voters. Scores always sum the voters in order.
-    """
-
-    __slots__ = ("check", "labels", "normalize", "voters", "weights")
-
-    def __init__(
-        self,
-        voters: Sequence[Hypothesis],
-        normalize: str,
-        labels: tuple[Label, ...],
-        check: InstanceCheck,
-    ) -> None:
-        self.voters = tuple(voters)
-        self.normalize = normalize
-        self.labels = labels
-        self.check = check
-        self.weights = np.sum([_effective(h) for h in self.voters], axis=0)
-        self.weights.flags.writeable = False
-
-    def scores(self, x: Any) -> np.ndarray:
-        x = self.check(x)
-        return _vote([h.scores(x) for h in self.voters], self.normalize, len(self.labels))
-
-
-# A slot hypothesis travels as its weights, its class code and one real (a linear-max
-# hypothesis's scale or a linear one's threshold) plus a linear one's ``strict`` flag.
-_CLASSES: tuple[type, ...] = (LinearMaxHypothesis, LinearHypothesis, WeightedMajorityHypothesis)
+# -- nested learners that follow another member --------------------------------------------
 
 
 def _followers(specs: Sequence[Mapping[str, Any]]) -> dict[int, int]:
@@ -167,93 +84,6 @@ def _link(learners: list[Learner], followers: Mapping[int, int]) -> None:
         averaged = learners[j]
         assert isinstance(averaged, Averaging)
         averaged.learner_ = learners[i]
-
-
-def _fields(h: Hypothesis | None) -> tuple[int, int, float]:
-    """(class code, strict, real) of a slot hypothesis; code 0 is an empty slot."""
-    if isinstance(h, LinearMaxHypothesis):
-        return 1, 0, h.scale
-    if isinstance(h, LinearHypothesis):
-        return 2, int(h.strict), h.threshold
-    return (0, 0, 0.0) if h is None else (3, 0, 0.0)
-
-
-def _rebuild(
-    code: int, strict: int, real: float, w: np.ndarray, labels: tuple[Label, ...], check: Any
-) -> Hypothesis:
-    if code == 1:
-        return LinearMaxHypothesis(w, labels, check, real)
-    if code == 2:
-        return LinearHypothesis(w, real, labels, bool(strict), check)
-    return WeightedMajorityHypothesis(w, labels, check)
-
-
-class _Packed:
-    """A state array packed from the live slots or buffer when read (export); an imported
-    value waits in ``_loaded`` until ``_import_extra`` rebuilds the slots and buffer."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        return getattr(obj, "_pack_" + self.name.rstrip("_"))()
-
-    def __set__(self, obj: Any, value: np.ndarray) -> None:
-        obj._loaded[self.name] = value
-
-
-# -- the slots ----------------------------------------------------------------------------
-
-
-@dataclass
-class _Slot:
-    """One target and the hypothesis its window has chosen so far."""
-
-    target: int
-    start: int
-    end: int
-    hypothesis: Hypothesis | None = None
-    trial: int = 0  # tau at which the held hypothesis was chosen
-    key: tuple[int, int] = (0, 0)  # (learner, version) of the held hypothesis
-    seen: tuple[int, int] = (0, 0)  # the last hypothesis considered
-    c_buf: int = 0  # correct / tried on the r-buffer at birth
-    n_buf: int = 0
-    c_on: int = 0  # correct / tried on-line while it was the current hypothesis
-    n_on: int = 0
-
-    def row(self) -> list[int]:
-        """The slot's row of ``slot_table_``."""
-        return [
-            *(self.target, self.start, self.end, self.trial, *self.key, *self.seen),
-            *(self.c_buf, self.n_buf, self.c_on, self.n_on, *_fields(self.hypothesis)[:2]),
-        ]
-
-    def estimate(self, online: bool) -> tuple[int, int]:
-        if online:
-            return self.c_buf + self.c_on, self.n_buf + self.n_on
-        return self.c_buf, self.n_buf
-
-
-def _higher(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    """Whether estimate a = correct/tried is strictly above b; an empty record is 0."""
-    (ca, na), (cb, nb) = a, b
-    if na == 0:
-        return False
-    return ca > 0 if nb == 0 else ca * nb > cb * na
-
-
-class SlotView(NamedTuple):
-    """A read-only view of one slot: its target, window and held hypothesis."""
-
-    target: int
-    start: int
-    end: int
-    held: bool
-    trial: int  # tau at which the held hypothesis was chosen (0: none yet)
-    learner: int  # the learner it came from (-1: none)
-    version: int  # that learner's version_ then (-1: none)
 
 
 @dataclass(frozen=True)
