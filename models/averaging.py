@@ -53,6 +53,17 @@ def _averaged_scores(acc, seen, mark, p, t, scale, coef, a, b, v, out):  # type:
 
 
 @njit(cache=True, nogil=True)
+def _averaged_predict(acc, seen, mark, totals, scale, coef, a, b, v, out, rule):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """The averaged hypothesis' prediction in one call. ``rule`` = (binary, strict, threshold):
+    binary predicts class 0 iff m > 0 (or m == 0 when not strict), else the first arg-max."""
+    _averaged_scores(acc, seen, mark, totals[0], totals[1], scale, coef, a, b, v, out)
+    if rule[0] != 0.0:
+        m = out[0] - rule[2]
+        return 0 if (m > 0.0 or (m == 0.0 and rule[1] == 0.0)) else 1
+    return argmax_first(out)
+
+
+@njit(cache=True, nogil=True)
 def _absorb(acc, seen, mark, rows, idx, p):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Flush every coordinate of ``idx`` whose value in ``rows`` moved since it was seen."""
     for j in range(idx.shape[0]):
@@ -148,6 +159,8 @@ class Averaging(Wrapper):
         self._binary = isinstance(probe, LinearHypothesis)
         self._threshold = probe.threshold if isinstance(probe, LinearHypothesis) else 0.0
         self._strict = probe.strict if isinstance(probe, LinearHypothesis) else False
+        self._rule = np.array([self._binary, self._strict, self._threshold], dtype=np.float64)
+        self._out = np.empty(1 if self._binary else len(self.labels))  # scratch, not state
 
     def _reset_state(self) -> None:
         super()._reset_state()
@@ -220,11 +233,14 @@ class Averaging(Wrapper):
         return out
 
     def _predict(self, x: Any) -> int:
-        s = self._scores(x)
-        if self._binary:
-            m = s[0]
-            return 0 if (m > 0 or (m == 0 and not self._strict)) else 1
-        return int(argmax_first(s))
+        t = self.totals_[1]
+        scale = self.learner_.linear_scale() if t == 0 else 1.0
+        a, b, v = (x.indices, x.indices, x.values) if self._binary else (x.expert, x.cls, x.value)
+        predicted = _averaged_predict(
+            self.acc_, self.seen_, self.mark_, self.totals_, scale, self._coef,
+            a, b, v, self._out, self._rule,
+        )  # fmt: skip
+        return int(predicted)
 
     def _learn(self, x: Any, c: int) -> tuple[int, bool]:
         pred = self._predict(x)
