@@ -78,6 +78,12 @@ def subexpert_scores(fam, W, S, P, expert, cls, value, k):  # type: ignore[no-un
 
 
 @njit(cache=True, nogil=True)
+def subexpert_predict(fam, W, S, P, expert, cls, value, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    subexpert_scores_into(fam, W, S, P, expert, cls, value, out)
+    return argmax_first(out)
+
+
+@njit(cache=True, nogil=True)
 def subexpert_learn(fam, W, S, P, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One trial of the sub-expert conversion (ALGORITHMS.md §1.6) of binary family fam % 100.
 

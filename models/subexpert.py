@@ -7,7 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from models._dispatch import SUBEXPERT, SUBEXPERT_RUNNER_UP, subexpert_learn, subexpert_scores
+from models._dispatch import (
+    SUBEXPERT,
+    SUBEXPERT_RUNNER_UP,
+    subexpert_learn,
+    subexpert_predict,
+    subexpert_scores,
+)
 from models.base import BinaryLearner, Label, Learner, MulticlassLearner
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options, Spec
@@ -96,6 +102,7 @@ class SubExpert(HasInner, MulticlassLearner):
         self.learner = {k: v for k, v in inner.spec().items() if k not in ("n_features", "labels")}
         self.learner_ = inner
         self.value_range = inner.value_range  # type: ignore[misc]
+        self._k = len(self.labels)
         mode = self.subexpert_z or ("runner_up" if inner.margin_based else "predicted")
         self._runner_up = mode == "runner_up"
 
@@ -116,6 +123,11 @@ class SubExpert(HasInner, MulticlassLearner):
         return np.asarray(
             subexpert_scores(fam, W, S, P, x.expert, x.cls, x.value, len(self.labels))
         )
+
+    def _predict(self, x: Experts) -> int:
+        fam, W, S, P = self.kernel_state()
+        wf, _ = self._scratch(0)
+        return int(subexpert_predict(fam, W, S, P, x.expert, x.cls, x.value, wf[: self._k]))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
         fam, W, S, P = self.kernel_state()

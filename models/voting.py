@@ -431,9 +431,9 @@ class VCombine(Learner):
         key = (b, current.version_)
         use_best = self.uses_best_
         voted = int(argmax_first(self._vote_of(x, current.scores(x))))
-        predicted = self._class[current.predict(x)] if use_best else voted
+        predicted = current._predict(x) if use_best else voted
         picks = (
-            [self._class[inner.predict(x)] for inner in self.learners_]
+            [inner._predict(x) for inner in self.learners_]
             if self._wm and self.wm_update == "on_mistake"
             else None
         )
@@ -477,7 +477,8 @@ class VCombine(Learner):
 
     def _record(self, inner: Learner) -> tuple[int, int]:
         """(correct, tried) of ``inner``'s current hypothesis on the r-buffer."""
-        correct = sum(inner.predict(x) == self.labels[c] for x, c in self.buffer_)
+        # Buffered instances were checked on arrival, and the learners share the labels.
+        correct = sum(inner._predict(x) == c for x, c in self.buffer_)
         return int(correct), len(self.buffer_)
 
     def _hold(self, slot: _Slot, key: tuple[int, int], record: tuple[int, int]) -> None:
