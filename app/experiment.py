@@ -74,13 +74,13 @@ def algorithm_name(spec: dict[str, Any]) -> str:
     return "Perceptron"
 
 
-def basic_algorithms() -> list[tuple[str, dict[str, Any]]]:
+def basic_algorithms(alma_C: float | None = None) -> list[tuple[str, dict[str, Any]]]:
     """S4's 31 basic algorithms as (name, spec), in A11's order (models.presets).
 
     >>> [name for name, _ in basic_algorithms()][13:18]
     ['Balanced(1.55)', 'Balanced(1.6)', 'Perceptron', 'ALMA(2)', 'ALMA(2.5)']
     """
-    return [(algorithm_name(spec), spec) for spec in presets.basic_algorithms()]
+    return [(algorithm_name(spec), spec) for spec in presets.basic_algorithms(alma_C=alma_C)]
 
 
 def vr_combine_spec(
@@ -206,6 +206,7 @@ class Job:
     test: int = 50_000
     curves: bool = False
     check: int = 200  # test instances checked against predict_class
+    alma_C: float | None = None  # ALMA's learning-rate scale (A8); None: ALMA's default
 
     def seeds(self) -> tuple[np.random.Generator, np.random.Generator]:
         """Independent training and test generators."""
@@ -259,9 +260,9 @@ def _run(job: Job) -> RunResult:
     problem = MajorityProblem(n=20, r=10, k=5, noise=job.noise)
     train_rng, test_rng = job.seeds()
     xs, ys, _ = problem.sample(job.trials, train_rng)
-    basics = [spec for _, spec in basic_algorithms()]
+    basics = [spec for _, spec in basic_algorithms(job.alma_C)]
     averaged = [_build(Averaging, {"kind": "averaging", "learner": s}, problem) for s in basics]
-    vr = _build(VCombine, vr_combine_spec(), problem)
+    vr = _build(VCombine, {**vr_combine_spec(), "alma_C": job.alma_C}, problem)
     members = [a.learner_ for a in averaged] + averaged + vr.learners_
     counts = np.zeros((job.trials, len(members) + 1), dtype=np.int32)
     seconds = {"basic": 0.0, "vr_combine": 0.0, "evaluate": 0.0}
@@ -494,7 +495,7 @@ def format_table(rows: Sequence[dict[str, Any]], results: Sequence[RunResult]) -
 
 def _jobs(args: argparse.Namespace, noises: Sequence[float], curves: bool) -> list[Job]:
     return [
-        Job(p, run, args.seed, args.trials, args.test, curves, min(200, args.test))
+        Job(p, run, args.seed, args.trials, args.test, curves, min(200, args.test), args.alma_c)
         for p in noises
         for run in range(args.runs)
     ]
@@ -593,6 +594,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trials", type=_count(1), default=5000, help="on-line trials (5000)")
     p.add_argument("--test", type=_count(1), default=50_000, help="test instances (50000)")
     p.add_argument("--seed", type=_count(0), default=0, help="root seed (0)")
+    p.add_argument(
+        "--alma-c",
+        type=float,
+        default=None,
+        help="ALMA's learning-rate scale C (ALMA's default sqrt(2) when not given; S4 is silent)",
+    )
     p.add_argument(
         "--workers", type=_count(1), default=os.cpu_count() or 1, help="processes (all cores)"
     )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from models.base import Label
-from models.params import MAX_SIZE, Bool, Integer, Labels, RealArray
+from models.params import MAX_SIZE, Bool, Integer, Labels, Real, RealArray
 from models.voting import VCombine
 
 __all__ = ["ALPHAS", "PS", "VRCombine", "basic_algorithms", "vr_combine_learners"]
@@ -17,17 +17,25 @@ PS = (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 9.0)
 
 
 def basic_algorithms(
-    alphas: Sequence[float] = ALPHAS, ps: Sequence[float] = PS, perceptron: bool = True
+    alphas: Sequence[float] = ALPHAS,
+    ps: Sequence[float] = PS,
+    perceptron: bool = True,
+    alma_C: float | None = None,
 ) -> list[dict[str, Any]]:
     """S4's basic sub-expert algorithms in the order of reading A11: Balanced Winnow by
-    ascending alpha, the Perceptron, ALMA by ascending p."""
+    ascending alpha, the Perceptron, ALMA by ascending p (with learning-rate scale
+    ``alma_C``, ALMA's own default when None: S4 does not give it, see A8)."""
+    alma = {} if alma_C is None else {"C": float(alma_C)}
     out = [
         {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": float(a)}}
         for a in sorted(alphas)
     ]
     if perceptron:
         out.append({"kind": "subexpert", "learner": {"kind": "perceptron"}})
-    out += [{"kind": "subexpert", "learner": {"kind": "alma", "p": float(p)}} for p in sorted(ps)]
+    out += [
+        {"kind": "subexpert", "learner": {"kind": "alma", "p": float(p), **alma}}
+        for p in sorted(ps)
+    ]
     return out
 
 
@@ -54,7 +62,7 @@ class VRCombine(VCombine):
 
     Parameters
     ----------
-    alphas, ps, perceptron
+    alphas, ps, perceptron, alma_C
         Which basic algorithms (see :func:`basic_algorithms`).
     size, max_updates
         Instance recycling's store size s and update cap u.
@@ -70,6 +78,7 @@ class VRCombine(VCombine):
         "alphas": RealArray(low=1.0, optional=False),
         "ps": RealArray(low=2.0, optional=False),
         "perceptron": Bool(),
+        "alma_C": Real(0.0, low_open=True, optional=True),
         "size": Integer(1, 100_000),
         "max_updates": Integer(0, 10_000),
         "labels": Labels(),
@@ -82,6 +91,7 @@ class VRCombine(VCombine):
         alphas: Sequence[float] = ALPHAS,
         ps: Sequence[float] = PS,
         perceptron: bool = True,
+        alma_C: float | None = None,
         size: int = 100,
         max_updates: int = 5,
         h: int = 20,
@@ -101,6 +111,7 @@ class VRCombine(VCombine):
         self.alphas = list(alphas) if isinstance(alphas, tuple) else alphas
         self.ps = list(ps) if isinstance(ps, tuple) else ps
         self.perceptron = perceptron
+        self.alma_C = alma_C
         self.size = size
         self.max_updates = max_updates
         super().__init__(
@@ -137,6 +148,6 @@ class VRCombine(VCombine):
                 self.alphas if any(a <= 1.0 for a in self.alphas) else self.ps,
                 "multipliers > 1 (alphas) and norms in [2, 64] (ps)",
             )
-        basics = basic_algorithms(self.alphas, self.ps, self.perceptron)
+        basics = basic_algorithms(self.alphas, self.ps, self.perceptron, self.alma_C)
         self.learners = vr_combine_learners(basics, self.size, self.max_updates)
         super()._check_params()
