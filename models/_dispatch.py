@@ -52,22 +52,30 @@ def binary_fit(fam, W, S, P, idx, val, y, force):  # type: ignore[no-untyped-def
     return pred, 1 if upd else 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def weight_scale(base, S, P):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """The global scale of family ``base``'s stored weights (ALMA's; 1 for the others)."""
+    return alma._scale(S, P[0]) if base == ALMA else 1.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def effective_weight(base, W, scale, i):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Sub-expert i's weight for a linear-max score, in the form every sum here uses."""
+    if base == BALANCED:
+        return W[i, 0] - W[i, 1]
+    if base == ALMA:
+        return scale * W[1, i]
+    return W[0, i]
+
+
 @njit(cache=True, nogil=True)
 def subexpert_scores_into(fam, W, S, P, expert, cls, value, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     """s_j = w.x^j with w the effective weights of binary family fam % 100, into ``out``."""
     base = fam % 100
+    scale = weight_scale(base, S, P)
     out[:] = 0.0
-    if base == BALANCED:
-        for j in range(expert.shape[0]):
-            i = expert[j]
-            out[cls[j]] += (W[i, 0] - W[i, 1]) * value[j]
-    elif base == ALMA:
-        scale = alma._scale(S, P[0])
-        for j in range(expert.shape[0]):
-            out[cls[j]] += scale * W[1, expert[j]] * value[j]
-    else:
-        for j in range(expert.shape[0]):
-            out[cls[j]] += W[0, expert[j]] * value[j]
+    for j in range(expert.shape[0]):
+        out[cls[j]] += effective_weight(base, W, scale, expert[j]) * value[j]
 
 
 @njit(cache=True, nogil=True)

@@ -8,8 +8,14 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from models import alma
-from models._dispatch import ALMA, BALANCED, COMMITTEE, SUBEXPERT, SUBEXPERT_RUNNER_UP, learn_any
+from models._dispatch import (
+    ALMA,
+    COMMITTEE,
+    SUBEXPERT_RUNNER_UP,
+    effective_weight,
+    learn_any,
+    weight_scale,
+)
 from models._kernels import argmax_first, runner_up, scratch
 from models.base import Label, Learner
 from models.instance import Attributes, Experts
@@ -45,19 +51,11 @@ def _item_prediction(fam, W, S, P, ia, ib, iv, j, m, out):  # type: ignore[no-un
 
     Sums in the same order and form as the family's own trial, so it predicts the same.
     """
+    base = fam % 100  # the committee families fall to the plain weight row
+    scale = weight_scale(base, S, P)
     out[:] = 0.0
-    base = fam % 100
-    if fam >= SUBEXPERT and base == BALANCED:
-        for t in range(m):
-            i = ia[j, t]
-            out[ib[j, t]] += (W[i, 0] - W[i, 1]) * iv[j, t]
-    elif fam >= SUBEXPERT and base == ALMA:
-        scale = alma._scale(S, P[0])
-        for t in range(m):
-            out[ib[j, t]] += scale * W[1, ia[j, t]] * iv[j, t]
-    else:
-        for t in range(m):
-            out[ib[j, t]] += W[0, ia[j, t]] * iv[j, t]
+    for t in range(m):
+        out[ib[j, t]] += effective_weight(base, W, scale, ia[j, t]) * iv[j, t]
     return argmax_first(out)
 
 
@@ -76,15 +74,10 @@ def _item_is_settled(fam, W, S, P, ia, ib, iv, j, m, yj, out):  # type: ignore[n
     s[:] = 0.0
     mass[:] = 0.0
     base = fam % 100
-    scale = alma._scale(S, P[0]) if base == ALMA else 1.0
+    scale = weight_scale(base, S, P)
     for t in range(m):
-        i, c, v = ia[j, t], ib[j, t], iv[j, t]
-        if base == BALANCED:
-            s[c] += (W[i, 0] - W[i, 1]) * v
-        elif base == ALMA:
-            s[c] += scale * W[1, i] * v
-        else:
-            s[c] += W[0, i] * v
+        c, v = ib[j, t], iv[j, t]
+        s[c] += effective_weight(base, W, scale, ia[j, t]) * v
         if base == ALMA:
             mass[c] += 1.0 if abs(v) == 1.0 else abs(v) ** P[0]
     if argmax_first(s) != yj:
