@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from app import experiment
+from app import experiment, serve
 from models.datasets import MajorityProblem
 from models.registry import build
 
@@ -65,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=demo)
     experiment.add_parser(sub)
+    serve.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

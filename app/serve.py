@@ -1,0 +1,113 @@
+"""``committee serve``: run the HTTP service under uvicorn, with a private Redis if none is set.
+
+Every option defaults from :class:`~app.config.Settings` (the ``COMMITTEE_*`` variables).
+The resolved settings, the Redis URL included, are exported back into the environment so
+that uvicorn's worker processes, which build the app with ``app.main:create_app``, read
+the same ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import uvicorn
+from pydantic import ValidationError
+
+from app.config import Settings
+from storage.server import EmbeddedRedis, RedisServerError
+
+log = logging.getLogger("committee.serve")
+
+APP_FACTORY = "app.main:create_app"
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+OPTIONS = ("host", "port", "workers", "redis_url", "data_dir", "log_level")
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``serve`` to the CLI's subcommands."""
+    p = sub.add_parser("serve", help="run the HTTP service (starts a private Redis if needed)")
+    p.add_argument("--host", help="address to listen on [COMMITTEE_HOST, 127.0.0.1]")
+    p.add_argument("--port", type=int, help="port to listen on [COMMITTEE_PORT, 8000]")
+    p.add_argument("--workers", type=int, help="worker processes [COMMITTEE_WORKERS, 1]")
+    p.add_argument(
+        "--redis-url",
+        help="Redis to use [COMMITTEE_REDIS_URL]; when unset, a private one keeps its "
+        "append-only file in --data-dir",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        help="private Redis's directory [COMMITTEE_DATA_DIR, committee-data]",
+    )
+    p.add_argument("--log-level", choices=LOG_LEVELS, help="[COMMITTEE_LOG_LEVEL, info]")
+    p.set_defaults(func=serve)
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Resolve the settings, start a private Redis if none is configured, and run uvicorn."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
+    overrides = {k: getattr(args, k) for k in OPTIONS if getattr(args, k, None) is not None}
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        print(f"committee serve: invalid settings:\n{exc}", file=sys.stderr)
+        return 2
+    with contextlib.ExitStack() as stack:
+        # SIGTERM unwinds this stack, so a private Redis is stopped too
+        previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+        stack.callback(signal.signal, signal.SIGTERM, previous)
+        if settings.redis_url is None:
+            try:
+                server = stack.enter_context(EmbeddedRedis(settings.data_dir))
+            except RedisServerError as exc:
+                print(f"committee serve: {exc}", file=sys.stderr)
+                return 1
+            settings = settings.model_copy(update={"redis_url": server.url})
+            log.info("Using a private Redis at %s (data in %s)", server.url, server.data_dir)
+        else:
+            log.info("Using the Redis at %s", redact(settings.redis_url))
+        os.environ.update(environment(settings))
+        try:
+            uvicorn.run(
+                APP_FACTORY,
+                factory=True,
+                host=settings.host,
+                port=settings.port,
+                workers=settings.workers,
+                log_level=settings.log_level,
+            )
+        except KeyboardInterrupt:
+            return 128 + signal.SIGINT
+    return 0
+
+
+def environment(settings: Settings) -> dict[str, str]:
+    """The ``COMMITTEE_*`` variables that reproduce ``settings`` in another process."""
+    return {
+        f"COMMITTEE_{name.upper()}": value if isinstance(value, str) else json.dumps(value)
+        for name, value in settings.model_dump(mode="json").items()
+        if value is not None
+    }
+
+
+def redact(url: str) -> str:
+    """``url`` with its password hidden, for the log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
