@@ -1,0 +1,24 @@
+# The Committee HTTP service. Redis is expected at COMMITTEE_REDIS_URL (docker-compose.yml
+# sets it); this image ships no redis-server of its own.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /srv/committee
+COPY pyproject.toml README.md ./
+COPY app/ app/
+COPY models/ models/
+COPY storage/ storage/
+RUN pip install . \
+    && groupadd --gid 10001 committee \
+    && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin committee
+
+# numba keeps its compiled kernels in the user's ~/.cache
+USER 10001:10001
+EXPOSE 8000
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request as u; u.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('COMMITTEE_PORT', '8000'), timeout=4)"]
+CMD ["committee", "serve", "--host", "0.0.0.0"]
