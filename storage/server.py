@@ -108,11 +108,12 @@ class EmbeddedRedis:
         """Start the server and wait until it answers PING; returns self."""
         if self.running:
             return self
-        binary = self.binary or find_redis_server()
-        if not os.access(binary, os.X_OK):
-            raise RedisServerError(f"redis-server binary {binary!r} does not exist or can't run")
+        binary = shutil.which(self.binary) if self.binary else find_redis_server()
+        if binary is None:
+            raise RedisServerError(f"redis-server binary {self.binary!r} not found or can't run")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock()
+        if self._lock_fd is None:  # still held if our server died on its own
+            self._lock()
         try:
             for retries_left in (2, 1, 0):  # a free TCP port may be taken before Redis binds it
                 self._launch(binary)

@@ -80,6 +80,17 @@ def test_a_killed_server_leaves_nothing_that_blocks_the_next(tmp_path: Path) -> 
         assert c.get("k") == b"v"  # appendfsync everysec may lose the last second, not here
 
 
+def test_a_server_that_died_on_its_own_can_be_started_again(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path, binary="redis-server").start()
+    try:
+        server._kill()
+        assert not server.running
+        with client(server.start()) as c:
+            assert c.ping()
+    finally:
+        server.stop()
+
+
 def test_two_servers_in_two_directories_at_once(tmp_path: Path) -> None:
     with (
         EmbeddedRedis(tmp_path / "a") as a,
