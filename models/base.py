@@ -338,17 +338,21 @@ class Learner:
 
     def learn(self, x: Any, y: Label) -> Outcome:
         """Predict ``x``, compare with ``y`` and apply the update rule."""
+        predicted, updated = self.trial(x, y)
+        return Outcome(predicted != self._class[y], updated)
+
+    def trial(self, x: Any, y: Label) -> tuple[int, bool]:
+        """:meth:`learn`, returning the class index it predicted and whether it updated."""
         x = self.coerce(x)
         c = self.class_of(y)
         predicted, updated = self._learn(x, c)
         self.trials_ += 1
-        mistake = predicted != c
-        if mistake:
+        if predicted != c:
             self.mistakes_ += 1
         if updated:
             self.updates_ += 1
             self.version_ += 1
-        return Outcome(mistake, updated)
+        return predicted, updated
 
     def learn_many(self, xs: Iterable[Any], ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray]:
         """Learn a sequence of trials in order; return the (mistake, updated) flags.

@@ -1,0 +1,26 @@
+"""FastAPI dependencies as short ``Annotated`` aliases."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+
+from app.config import Settings
+from app.service import ModelService
+from storage.keys import NAME_PATTERN
+
+
+def get_service(request: Request) -> ModelService:
+    service: ModelService = request.app.state.service
+    return service
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+ServiceDep = Annotated[ModelService, Depends(get_service)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+NameDep = Annotated[str, Path(pattern=NAME_PATTERN, description="the model's name")]

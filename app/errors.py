@@ -1,0 +1,29 @@
+"""Errors the service raises for the API to map to status codes (see app.main)."""
+
+from __future__ import annotations
+
+__all__ = ["BadInput", "TrialConflict", "TrialExpired", "TrialNotFound"]
+
+
+class BadInput(Exception):
+    """A request that is well-formed JSON but wrong for this model (422).
+
+    ``field`` names where, as a path such as ``items.3.instance.features``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class TrialNotFound(Exception):
+    """No pending trial with this id (404)."""
+
+
+class TrialExpired(TrialNotFound):
+    """The trial's label deadline has passed (404, counted as a late label)."""
+
+
+class TrialConflict(Exception):
+    """The trial is already labelled differently, or its id is taken (409)."""

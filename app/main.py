@@ -1,0 +1,73 @@
+"""The FastAPI application: settings and Redis in, routers, error mapping, Redis out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from app.config import Settings
+from app.errors import BadInput, TrialConflict, TrialNotFound
+from app.limits import BodyLimit
+from app.routers import health, models, trials
+from app.service import ModelService
+from app.status import error_status
+from storage.client import close, connect
+from storage.errors import StorageError
+from storage.repository import ModelStore
+
+log = logging.getLogger("committee")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; ``settings`` default to the ``COMMITTEE_*`` environment."""
+    settings = settings or Settings()
+    if not settings.redis_url:
+        raise RuntimeError(
+            "COMMITTEE_REDIS_URL is not set: give a Redis URL, or run `committee serve`, "
+            "which starts a private Redis when none is given"
+        )
+    url = settings.redis_url
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = connect(url)
+        service = ModelService(ModelStore(client, settings.key_prefix), settings)
+        app.state.service = service
+        try:
+            yield
+        finally:
+            await service.close()
+            await close(client)
+
+    app = FastAPI(
+        title="Committee",
+        summary="On-line learning service: Winnow-family learners and live classifier fusion",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.include_router(health.router)
+    app.include_router(models.router)
+    app.include_router(trials.router)
+
+    @app.exception_handler(BadInput)
+    async def bad_input(request: Request, e: BadInput) -> JSONResponse:
+        loc = ["body", *e.field.split(".")]
+        detail = [{"loc": loc, "msg": e.message, "type": "value_error"}]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    async def mapped(request: Request, e: Exception) -> JSONResponse:
+        code, message = error_status(e)
+        if code >= 500:
+            log.error("%s %s: %s", request.method, request.url.path, e)
+        headers = {"Retry-After": "1"} if code == 503 else None
+        return JSONResponse({"detail": message}, status_code=code, headers=headers)
+
+    for cls in (StorageError, TrialNotFound, TrialConflict):
+        app.add_exception_handler(cls, mapped)
+    return app

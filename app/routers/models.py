@@ -1,0 +1,83 @@
+"""Models: create, list, read, delete; their learner state; the learner kinds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response, status
+
+from app.deps import NameDep, ServiceDep
+from app.schemas import (
+    Counters,
+    LearnerKind,
+    ModelCreate,
+    ModelPublic,
+    ModelsPublic,
+    StatePublic,
+    StateUpdate,
+)
+from models.registry import describe
+from storage.repository import StoredModel
+
+router = APIRouter(prefix="/v1", tags=["models"])
+
+
+def public(m: StoredModel) -> ModelPublic:
+    c = m.config
+    return ModelPublic(
+        name=m.name,
+        labels=c["labels"],
+        input=c["input"],
+        learner=c["learner"],
+        label_ttl=c["label_ttl"],
+        created=m.created,
+        version=m.version,
+        folded=m.folded,
+        counters=Counters(**m.counters),
+    )
+
+
+@router.post("/models", status_code=status.HTTP_201_CREATED)
+async def create_model(body: ModelCreate, service: ServiceDep) -> ModelPublic:
+    """Create a model; 409 if the name is taken, 422 naming a bad input or learner field."""
+    config = body.model_dump(exclude={"name"}, exclude_none=False)
+    config["input"] = {k: v for k, v in config["input"].items() if v is not None}
+    return public(await service.create_model(body.name, config))
+
+
+@router.get("/models")
+async def list_models(service: ServiceDep) -> ModelsPublic:
+    return ModelsPublic(models=[public(m) for m in await service.list_models()])
+
+
+@router.get("/models/{name}")
+async def get_model(name: NameDep, service: ServiceDep) -> ModelPublic:
+    """The model's config and counters."""
+    return public(await service.store.read(name))
+
+
+@router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_model(name: NameDep, service: ServiceDep) -> Response:
+    await service.delete_model(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/models/{name}/state")
+async def get_state(name: NameDep, service: ServiceDep) -> StatePublic:
+    """The full learner state (for backup or migration) and the log version it is at."""
+    version, state = await service.export_state(name)
+    return StatePublic(model_version=version, state=state)
+
+
+@router.put("/models/{name}/state")
+async def put_state(name: NameDep, body: StateUpdate, service: ServiceDep) -> StatePublic:
+    """Replace the learner state with one exported from a model of the same spec."""
+    version = await service.import_state(name, body.state)
+    return StatePublic(model_version=version, state=body.state)
+
+
+@router.get("/learners", tags=["learners"])
+async def learners() -> list[LearnerKind]:
+    """Every learner kind with its parameters, defaults and allowed values."""
+    kinds: list[dict[str, Any]] = describe()
+    return [LearnerKind(**k) for k in kinds]

@@ -1,0 +1,115 @@
+"""Binary forms of what a trial stores: instances, labels and log entries.
+
+An instance is one tag byte and little-endian arrays: ``A`` + int32 indices + float64
+values for attributes, ``E`` + int32 experts + int32 classes + float64 votes for
+sub-experts. Everything read back is validated as strictly as user input and raises
+:class:`~storage.errors.CorruptData` naming what is wrong.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from models.instance import Attributes, Experts, InvalidInstance
+from storage.errors import CorruptData
+
+__all__ = ["LogEntry", "decode_entry", "decode_instance", "encode_instance", "parse_int"]
+
+_I4 = np.dtype("<i4")
+_F8 = np.dtype("<f8")
+
+
+def encode_instance(x: Attributes | Experts) -> bytes:
+    if isinstance(x, Attributes):
+        return b"A" + x.indices.astype(_I4).tobytes() + x.values.astype(_F8).tobytes()
+    return (
+        b"E"
+        + x.expert.astype(_I4).tobytes()
+        + x.cls.astype(_I4).tobytes()
+        + x.value.astype(_F8).tobytes()
+    )
+
+
+def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Experts:
+    """Decode and check an instance of at most ``size`` coordinates and ``n_classes``."""
+    if not isinstance(data, bytes) or not data:
+        raise CorruptData(f"instance is {data!r}: expected tagged binary arrays")
+    tag, body = data[:1], memoryview(data)[1:]
+    try:
+        if tag == b"A":
+            n, rest = divmod(len(body), 12)
+            if rest:
+                raise CorruptData(f"attribute instance of {len(body)} bytes: not 12 per entry")
+            idx = np.frombuffer(body, _I4, n)
+            x: Attributes | Experts = Attributes(idx, np.frombuffer(body, _F8, n, 4 * n))
+            top = x.size
+        elif tag == b"E":
+            n, rest = divmod(len(body), 16)
+            if rest:
+                raise CorruptData(f"expert instance of {len(body)} bytes: not 16 per entry")
+            e = np.frombuffer(body, _I4, n)
+            c = np.frombuffer(body, _I4, n, 4 * n)
+            x = Experts(e, c, np.frombuffer(body, _F8, n, 8 * n))
+            top = x.size
+            if x.n_classes > n_classes:
+                raise CorruptData(f"instance votes for class {x.n_classes - 1} of {n_classes}")
+        else:
+            raise CorruptData(f"instance tag {tag!r}: expected b'A' or b'E'")
+    except InvalidInstance as e:
+        raise CorruptData(f"stored instance: {e}") from None
+    if top > size:
+        raise CorruptData(f"instance has coordinate {top - 1}, beyond the model's {size}")
+    return x
+
+
+def parse_int(value: object, what: str, low: int = 0, high: int | None = None) -> int:
+    """A non-negative decimal integer stored by the service, checked against its range."""
+    try:
+        if not isinstance(value, bytes | str) or not value.isdigit():
+            raise ValueError
+        n = int(value)
+    except ValueError:
+        raise CorruptData(f"{what} is {value!r}: expected a decimal integer") from None
+    if n < low or (high is not None and n > high):
+        raise CorruptData(f"{what} is {n}: expected {low}..{high}")
+    return n
+
+
+class LogEntry(NamedTuple):
+    """One applied trial as the log holds it.
+
+    ``kind`` is ``"label"`` (a labelled prediction; ``predicted`` is the served class)
+    or ``"learn"`` (``predicted`` is None: the learner's own prediction at replay).
+    """
+
+    seq: int
+    kind: str
+    x: Attributes | Experts
+    y: int
+    predicted: int | None
+    trial_id: str
+
+
+def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int) -> LogEntry:
+    """Decode one stream entry as returned by XRANGE (id, flat field list)."""
+    sid = entry_id.decode("ascii", "replace")
+    ms, _, tail = sid.partition("-")
+    if tail != "0":
+        raise CorruptData(f"log entry id {sid!r}: expected '<seq>-0'")
+    seq = parse_int(ms, "log entry id", 1)
+    if len(fields) % 2:
+        raise CorruptData(f"log entry {seq}: odd field list")
+    f = dict(zip(fields[::2], fields[1::2], strict=True))
+    kind = f.get(b"k")
+    if kind not in (b"l", b"n") or b"x" not in f or b"y" not in f:
+        raise CorruptData(f"log entry {seq}: expected fields k (l or n), x and y")
+    x = decode_instance(f[b"x"], size, n_classes)
+    y = parse_int(f[b"y"], f"log entry {seq} label", 0, n_classes - 1)
+    if kind == b"l":
+        if b"p" not in f or b"t" not in f:
+            raise CorruptData(f"log entry {seq}: a label entry needs fields p and t")
+        p = parse_int(f[b"p"], f"log entry {seq} prediction", 0, n_classes - 1)
+        return LogEntry(seq, "label", x, y, p, f[b"t"].decode("ascii", "replace"))
+    return LogEntry(seq, "learn", x, y, None, "")

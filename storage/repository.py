@@ -1,0 +1,330 @@
+"""Repository functions over one Redis: models, trials, the log and snapshots.
+
+Each trial is one Lua script call (:mod:`storage.scripts`): the check, the writes and the
+read of the log a worker has not seen yet happen in one atomic step and one round trip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis import exceptions as rex
+
+from storage import scripts
+from storage.codec import parse_int
+from storage.errors import Conflict, CorruptData, ModelNotFound, StorageError, Unavailable
+from storage.keys import Keys, models_key
+
+__all__ = [
+    "LabelResult",
+    "LogGap",
+    "ModelStore",
+    "PredictResult",
+    "RawEntry",
+    "StoredModel",
+    "Sync",
+]
+
+RawEntry = tuple[bytes, list[bytes]]
+
+
+class LogGap(StorageError):
+    """The log no longer reaches back to what the worker has seen: reload the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    """The model's log as a script saw it: its version, how far outcomes are folded,
+    and the entries after the caller's known version (at most the limit asked for)."""
+
+    version: int
+    folded: int
+    entries: list[RawEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class PredictResult:
+    status: str  # ok | existing | conflict
+    predicted: int = -1
+    scores: bytes = b""
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LabelResult:
+    status: str  # ok | repeat | conflict | expired | unknown
+    predicted: int = -1
+    seq: int = -1
+    updated: int = -1  # -1: not folded yet
+    label: int = -1  # the other label, for a conflict
+
+
+@dataclass(slots=True)
+class StoredModel:
+    name: str
+    incarnation: str
+    config: dict[str, Any]
+    created: int
+    version: int
+    folded: int
+    counters: dict[str, int] = field(default_factory=dict)
+    confusion: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+_COUNTERS = ("predictions", "labelled", "learned", "mistakes", "updates", "expired", "late_labels")
+
+
+@contextlib.asynccontextmanager
+async def _redis_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except (rex.ConnectionError, rex.TimeoutError, rex.BusyLoadingError, OSError) as e:
+        raise Unavailable(f"Redis is unavailable: {e}") from e
+    except rex.ResponseError as e:
+        if str(e).startswith(("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")):
+            raise Unavailable(f"Redis is not ready: {e}") from e
+        raise StorageError(f"Redis refused a command: {e}") from e
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _int(v: Any, what: str) -> int:
+    if isinstance(v, int):
+        return v
+    return parse_int(v, what)
+
+
+class ModelStore:
+    """Models and their trials under one key prefix of one Redis."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._keys: dict[str, Keys] = {}
+        self._scripts = {
+            name: client.register_script(getattr(scripts, name))
+            for name in ("CREATE", "SYNC", "PREDICT", "LABEL", "LEARN", "SNAPSHOT")
+        }
+
+    def keys(self, name: str) -> Keys:
+        k = self._keys.get(name)
+        if k is None:
+            if len(self._keys) > 10_000:
+                self._keys.clear()
+            k = self._keys[name] = Keys(self.prefix, name)
+        return k
+
+    async def _run(self, script: str, name: str, keys: list[str], args: list[Any]) -> Any:
+        async with _redis_errors():
+            reply = await self._scripts[script](keys=keys, args=args)
+        if not isinstance(reply, list) or not reply:
+            raise CorruptData(f"script {script} replied {reply!r}")
+        status = reply[0]
+        if status == b"gone":
+            raise ModelNotFound(name)
+        if status == b"reload":
+            raise LogGap(f"the log of model {name!r} no longer holds the entries needed")
+        return reply
+
+    # -- models -----------------------------------------------------------------------
+
+    async def ping(self) -> bool:
+        async with _redis_errors():
+            return bool(await self.client.ping())
+
+    async def create(self, name: str, config: dict[str, Any]) -> str:
+        """Store a new model; :class:`Conflict` if the name is taken. Returns its incarnation."""
+        k = self.keys(name)
+        incarnation = secrets.token_hex(8)
+        reply = await self._run("CREATE", name, k.all_fixed(), [incarnation, orjson.dumps(config)])
+        if reply[0] == b"exists":
+            raise Conflict(f"model {name!r} already exists")
+        async with _redis_errors():
+            await self.client.sadd(models_key(self.prefix), name)
+        return incarnation
+
+    async def delete(self, name: str) -> None:
+        """Delete a model and every key it has; :class:`ModelNotFound` if there is none."""
+        k = self.keys(name)
+        async with _redis_errors():
+            # the meta key goes first: scripts for this incarnation then answer 'gone'
+            if not await self.client.delete(k.meta):
+                await self.client.srem(models_key(self.prefix), name)
+                raise ModelNotFound(name)
+            ids = await self.client.zrange(k.trials, 0, -1)
+            for i in range(0, len(ids), 1000):
+                await self.client.delete(*(k.trial(_text(t)) for t in ids[i : i + 1000]))
+            await self.client.delete(*k.all_fixed())
+            await self.client.srem(models_key(self.prefix), name)
+
+    async def names(self) -> list[str]:
+        async with _redis_errors():
+            members = await self.client.smembers(models_key(self.prefix))
+        return sorted(_text(m) for m in members)
+
+    async def read(self, name: str) -> StoredModel:
+        """The model's config and counters (without its learner state)."""
+        async with _redis_errors():
+            raw = await self.client.hgetall(self.keys(name).meta)
+        if not raw:
+            raise ModelNotFound(name)
+        meta = {_text(k): v for k, v in raw.items()}
+        try:
+            config = orjson.loads(meta["config"])
+            incarnation = _text(meta["incarnation"])
+        except (KeyError, orjson.JSONDecodeError) as e:
+            raise CorruptData(f"model {name!r}: meta lacks a valid config: {e}") from None
+        if not isinstance(config, dict):
+            raise CorruptData(f"model {name!r}: config is not an object")
+        out = StoredModel(
+            name=name,
+            incarnation=incarnation,
+            config=config,
+            created=_int(meta.get("created", b"0"), "created"),
+            version=_int(meta.get("version", b"0"), "version"),
+            folded=_int(meta.get("folded", b"0"), "folded"),
+        )
+        for c in _COUNTERS:
+            out.counters[c] = _int(meta.get(c, b"0"), c)
+        for key, v in meta.items():
+            if key.startswith("c:"):
+                _, y, p = key.split(":")
+                out.confusion[_int(y, key), _int(p, key)] = _int(v, key)
+        return out
+
+    async def read_snapshot(self, name: str) -> tuple[int, bytes] | None:
+        async with _redis_errors():
+            got: list[Any] = await self.client.hmget(self.keys(name).snapshot, "version", "state")
+        version, state = got
+        if version is None:
+            return None
+        if not isinstance(state, bytes):
+            raise CorruptData(f"model {name!r}: snapshot without state")
+        return _int(version, "snapshot version"), state
+
+    async def read_log(self, name: str, after: int, count: int) -> list[RawEntry]:
+        async with _redis_errors():
+            out: Any = await self.client.xrange(self.keys(name).log, f"{after + 1}-0", "+", count)
+        return [(i, [v for kv in f.items() for v in kv]) for i, f in out]
+
+    async def log_bounds(self, name: str) -> tuple[int, int]:
+        """(number of entries, first seq) of the model's log."""
+        async with _redis_errors():
+            n = await self.client.xlen(self.keys(name).log)
+            first: Any = await self.client.xrange(self.keys(name).log, "-", "+", 1)
+        return n, (_int(first[0][0].split(b"-")[0], "log id") if first else 0)
+
+    # -- trials -----------------------------------------------------------------------
+
+    @staticmethod
+    def _sync(reply: list[Any]) -> Sync:
+        entries = reply[3]
+        return Sync(_int(reply[1], "version"), _int(reply[2], "folded"), list(entries))
+
+    def _fixed(self, name: str) -> list[str]:
+        return self.keys(name).all_fixed()
+
+    async def sync(self, name: str, incarnation: str, known: int, fold: bytes, limit: int) -> Sync:
+        reply = await self._run("SYNC", name, self._fixed(name), [incarnation, known, fold, limit])
+        return self._sync(reply)
+
+    async def predict(
+        self,
+        name: str,
+        incarnation: str,
+        known: int,
+        *,
+        strict: bool,
+        ttl_ms: int,
+        fold: bytes,
+        limit: int,
+        items: Sequence[tuple[str, bytes, int, bytes]],
+    ) -> tuple[Sync, list[PredictResult] | None]:
+        """Store pending predictions made at version ``known``.
+
+        Returns None for the results when ``strict`` and ``known`` is not current: catch
+        up with the returned entries, predict again and retry.
+        """
+        k = self.keys(name)
+        args: list[Any] = [incarnation, known, "1" if strict else "0", ttl_ms, fold, limit]
+        for trial_id, x, p, s in items:
+            args += [trial_id, x, p, s]
+        reply = await self._run(
+            "PREDICT", name, k.all_fixed() + [k.trial(t[0]) for t in items], args
+        )
+        sync = self._sync(reply)
+        if reply[0] == b"stale":
+            return sync, None
+        out = []
+        for r in reply[4]:
+            if r[0] == b"existing":
+                out.append(
+                    PredictResult("existing", _int(r[1], "prediction"), r[2], _int(r[3], "version"))
+                )
+            else:
+                out.append(PredictResult(_text(r[0])))
+        return sync, out
+
+    async def label(
+        self,
+        name: str,
+        incarnation: str,
+        known: int,
+        *,
+        fold: bytes,
+        limit: int,
+        items: Sequence[tuple[str, int]],
+    ) -> tuple[Sync, list[LabelResult]]:
+        k = self.keys(name)
+        args: list[Any] = [incarnation, known, fold, limit]
+        for trial_id, y in items:
+            args += [trial_id, y]
+        reply = await self._run("LABEL", name, k.all_fixed() + [k.trial(t[0]) for t in items], args)
+        out = []
+        for r in reply[4]:
+            status = _text(r[0])
+            if status == "ok":
+                out.append(LabelResult("ok", _int(r[1], "prediction"), _int(r[2], "seq")))
+            elif status == "repeat":
+                u = -1 if r[3] in (b"", None) else _int(r[3], "updated")
+                out.append(LabelResult("repeat", _int(r[1], "prediction"), _int(r[2], "seq"), u))
+            elif status == "conflict":
+                out.append(LabelResult("conflict", label=_int(r[1], "label")))
+            else:
+                out.append(LabelResult(status))
+        return self._sync(reply), out
+
+    async def learn(
+        self,
+        name: str,
+        incarnation: str,
+        known: int,
+        *,
+        fold: bytes,
+        limit: int,
+        items: Sequence[tuple[bytes, int]],
+    ) -> tuple[Sync, int]:
+        """Append trials with known labels; returns the sync and the first one's seq."""
+        args: list[Any] = [incarnation, known, fold, limit]
+        for x, y in items:
+            args += [x, y]
+        reply = await self._run("LEARN", name, self._fixed(name), args)
+        return self._sync(reply), _int(reply[4], "first seq")
+
+    async def save_snapshot(
+        self, name: str, incarnation: str, version: int, state: bytes, fold: bytes, retain: int
+    ) -> bool:
+        """Keep ``state`` as the model at ``version`` if newer; False if outcomes up to
+        ``version`` are not folded yet."""
+        reply = await self._run(
+            "SNAPSHOT", name, self._fixed(name), [incarnation, version, state, fold, retain]
+        )
+        return bool(reply[0] == b"ok")
