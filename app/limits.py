@@ -5,8 +5,18 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class _TooLarge(Exception):
-    pass
+def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
+    """A receive that gives ``messages`` first, then defers to ``then``."""
+    queue = list(messages)
+
+    async def receive() -> Message:
+        if queue:
+            return queue.pop(0)
+        if then is None:
+            return {"type": "http.disconnect"}
+        return await then()
+
+    return receive
 
 
 class BodyLimit:
@@ -25,30 +35,26 @@ class BodyLimit:
                 if not value.isdigit() or int(value) > self.max_bytes:
                     await self._refuse(send)
                     return
-                break
+                await self.app(scope, receive, send)
+                return
+        # no length given: read the body up to the limit before the app sees it
+        chunks: list[bytes] = []
         seen = 0
-        started = False
-
-        async def limited() -> Message:
-            nonlocal seen
+        more = True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited, tracked)
-        except _TooLarge:
-            if not started:
+            if message["type"] != "http.request":
+                await self.app(scope, _replay([message]), send)
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
                 await self._refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
 
     async def _refuse(self, send: Send) -> None:
         body = b'{"detail":"request body too large: expected at most %d bytes"}' % self.max_bytes

@@ -17,17 +17,22 @@ import orjson
 
 from models.base import Learner
 from models.inputs import InputSpace
-from models.instance import Attributes, Experts
+from models.instance import Attributes, Experts, InvalidInstance
+from models.params import InvalidParameter
 from models.registry import build, kind_of
 from models.state import InvalidState
 from storage.codec import LogEntry, decode_entry
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync
 
-__all__ = ["Applied", "LiveModel", "build_model"]
+__all__ = ["Applied", "InvalidConfig", "LiveModel", "StateReplaced", "build_model"]
 
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
 FOLD_BATCH = 5_000  # outcomes reported per script call at most
+
+
+class StateReplaced(LogGap):
+    """The log says the state was replaced (an import): reload from the snapshot."""
 
 
 class Applied(NamedTuple):
@@ -38,19 +43,43 @@ class Applied(NamedTuple):
     updated: bool
 
 
+class InvalidConfig(ValueError):
+    """A model config that cannot be built; ``field`` names where (``learner.alpha``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
 def build_model(config: dict[str, Any]) -> tuple[InputSpace, str, Learner]:
     """The input space, learner form and fresh learner a model config describes.
 
-    Raises :class:`~models.params.InvalidParameter` (or InvalidInstance) for a bad config.
+    Raises :class:`InvalidConfig` naming the offending field.
     """
     inp = config["input"]
-    space = InputSpace(
-        config["labels"], attributes=inp.get("attributes"), experts=inp.get("experts")
-    )
+    try:
+        space = InputSpace(
+            config["labels"], attributes=inp.get("attributes"), experts=inp.get("experts")
+        )
+    except (InvalidParameter, InvalidInstance) as e:
+        name = getattr(e, "name", "")
+        field = "labels" if name == "labels" else f"input.{name}" if name else "input"
+        raise InvalidConfig(field, str(e)) from None
     spec = config["learner"]
-    cls = kind_of(spec)
-    form = cls.input_kind_for({k: v for k, v in spec.items() if k != "kind"})
-    learner = build(spec, labels=space.labels, size=space.size(form))
+    try:
+        cls = kind_of(spec)
+        form = cls.input_kind_for({k: v for k, v in spec.items() if k != "kind"})
+        if form not in space.forms:
+            raise InvalidConfig(
+                "learner.kind",
+                f"{spec['kind']} takes {form}, but this model's input gives "
+                + " or ".join(space.forms)
+                + (" (it has experts: use a multi-class learner)" if form == "attributes" else ""),
+            )
+        learner = build(spec, labels=space.labels, size=space.size(form))
+    except InvalidParameter as e:
+        raise InvalidConfig(f"learner.{e.name}", str(e)) from None
     return space, form, learner
 
 
@@ -110,11 +139,14 @@ class LiveModel:
                 continue
             if seq != self.version + 1:
                 raise LogGap(f"model {self.name!r}: log entry {seq} after {self.version}")
-            self._replay(decode_entry(entry_id, fields, self.size, self.k))
+            e = decode_entry(entry_id, fields, self.size, self.k)
+            if e.x is None:
+                raise StateReplaced(f"model {self.name!r}: state replaced at version {seq}")
+            self._replay(e.x, e)
         self.synced_at = time.monotonic()
 
-    def _replay(self, e: LogEntry) -> None:
-        predicted, updated = self.learner.trial(e.x, self.labels[e.y])
+    def _replay(self, x: Attributes | Experts, e: LogEntry) -> None:
+        predicted, updated = self.learner.trial(x, self.labels[e.y])
         if e.predicted is not None:  # a label: judged against the prediction served
             predicted = e.predicted
         self.version = e.seq

@@ -27,16 +27,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
+import orjson
 
 from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
-from app.live import Applied, LiveModel, build_model
+from app.live import Applied, InvalidConfig, LiveModel, StateReplaced, build_model
 from models.base import UnknownLabel
 from models.instance import Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
 from models.state import InvalidState
 from storage.codec import encode_instance
-from storage.errors import CorruptData, ModelNotFound
+from storage.errors import Conflict, CorruptData, ModelNotFound
 from storage.repository import LogGap, ModelStore, StoredModel, Sync
 
 __all__ = ["ModelService"]
@@ -70,13 +71,8 @@ class ModelService:
     async def create_model(self, name: str, config: dict[str, Any]) -> StoredModel:
         try:
             build_model(config)
-        except InvalidParameter as e:
-            where = "labels" if e.name == "labels" else f"learner.{e.name}"
-            if e.name in ("attributes", "experts", "form"):
-                where = f"input.{e.name}"
-            raise BadInput(where, str(e)) from None
-        except (InvalidInstance, ValueError) as e:
-            raise BadInput("input", str(e)) from None
+        except InvalidConfig as e:
+            raise BadInput(e.field, e.message) from None
         await self.store.create(name, config)
         return await self.store.read(name)
 
@@ -120,10 +116,16 @@ class ModelService:
                 state=state,
                 snapshot_every=self.settings.snapshot_every,
             )
-        except (InvalidParameter, InvalidInstance, KeyError, TypeError) as e:
+        except (InvalidConfig, KeyError, TypeError) as e:
             raise CorruptData(f"model {name!r}: stored config is invalid: {e}") from None
         sync = await self.store.sync(name, m.incarnation, m.version, b"", LIMIT)
-        await self._catch_up(m, sync)
+        m.apply(sync.entries)
+        while m.version < sync.version:
+            entries = await self.store.read_log(m.name, m.version, LIMIT)
+            if not entries:
+                raise LogGap(f"model {name!r}: log ends before version {sync.version}")
+            m.apply(entries)
+        m.acknowledge(sync)
         log.info("loaded model %s at version %d", name, m.version)
         return m
 
@@ -146,21 +148,30 @@ class ModelService:
                     raise
         raise AssertionError("unreachable")
 
-    async def _catch_up(self, m: LiveModel, sync: Sync) -> None:
-        m.apply(sync.entries)
-        while m.version < sync.version:
-            entries = await self.store.read_log(m.name, m.version, LIMIT)
-            if not entries:
-                self._drop(m)
-                raise LogGap(f"model {m.name!r}: log ends before version {sync.version}")
-            m.apply(entries)
+    async def _catch_up(self, m: LiveModel, sync: Sync) -> LiveModel:
+        """Replay the log up to ``sync.version``; returns the model to use from now on
+        (a reloaded one if the state was replaced meanwhile)."""
+        try:
+            m.apply(sync.entries)
+            while m.version < sync.version:
+                entries = await self.store.read_log(m.name, m.version, LIMIT)
+                if not entries:
+                    raise LogGap(f"model {m.name!r}: log ends before version {sync.version}")
+                m.apply(entries)
+        except StateReplaced:
+            self._drop(m)
+            return await self.live(m.name)
+        except LogGap:
+            self._drop(m)
+            raise
         m.acknowledge(sync)
         if m.unfolded:
             self._flush_later(m)
+        return m
 
-    async def _sync(self, m: LiveModel) -> None:
+    async def _sync(self, m: LiveModel) -> LiveModel:
         sync = await self.store.sync(m.name, m.incarnation, m.version, m.fold_payload(), LIMIT)
-        await self._catch_up(m, sync)
+        return await self._catch_up(m, sync)
 
     # -- background work ----------------------------------------------------------------
 
@@ -268,7 +279,7 @@ class ModelService:
                 if attempt == 3:
                     raise
                 continue
-            await self._catch_up(m, sync)
+            m = await self._catch_up(m, sync)
             if results is None:  # another worker applied a trial meanwhile: predict again
                 continue
             for (i, _, t), (c, s), r in zip(xs, made, results, strict=True):
@@ -301,7 +312,7 @@ class ModelService:
         return (time.monotonic() - m.synced_at) * 1000 > self.settings.max_staleness_ms
 
     async def _fresh(self, name: str) -> LiveModel:
-        m, _ = await self._script(name, self._sync)
+        _, m = await self._script(name, self._sync)
         return m
 
     async def label(
@@ -330,7 +341,7 @@ class ModelService:
                 items=[(t, y) for _, t, y in todo],
             ),
         )
-        await self._catch_up(m, sync)
+        m = await self._catch_up(m, sync)
         applied = [r.seq for r in results if r.status == "ok"]
         if applied:
             self._snapshot_due(m, min(applied), max(applied))
@@ -356,7 +367,7 @@ class ModelService:
             return bool(stored)
         got = m.recent.get(seq)
         if got is None:  # replayed elsewhere and folded meanwhile: read it back
-            await self._sync(m)
+            m = await self._sync(m)
             got = m.recent.get(seq)
         if got is None:
             u = await self.store.client.hget(self.store.keys(m.name).trial(trial_id), "u")
@@ -403,7 +414,7 @@ class ModelService:
                 items=[(x, y) for _, x, y in todo],
             ),
         )
-        await self._catch_up(m, sync)
+        m = await self._catch_up(m, sync)
         self._snapshot_due(m, first, first + len(todo) - 1)
         for seq, (i, _, y) in enumerate(todo, start=first):
             got: Applied | None = m.recent.get(seq)
@@ -420,10 +431,20 @@ class ModelService:
         return m.version, m.learner.export_state()
 
     async def import_state(self, name: str, doc: Any) -> int:
-        raise NotImplementedError
-
-    def validate_state(self, m: LiveModel, doc: Any) -> None:
-        try:
-            m.learner.clone().import_state(doc)
-        except InvalidState as e:
-            raise BadInput("state", str(e)) from None
+        """Replace the model's learner state; returns the log version it takes effect at."""
+        for _ in range(5):
+            m = await self._fresh(name)
+            staged = m.learner.clone()
+            try:
+                staged.import_state(doc)
+            except InvalidState as e:
+                raise BadInput("state", str(e)) from None
+            state = orjson.dumps(staged.export_state())
+            sync, seq = await self.store.import_state(
+                name, m.incarnation, m.version, state, m.fold_payload(), LIMIT
+            )
+            if sync is None:
+                self._drop(m)
+                return seq
+            await self._catch_up(m, sync)
+        raise Conflict(f"model {name!r} kept changing: import its state again")

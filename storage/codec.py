@@ -80,13 +80,14 @@ def parse_int(value: object, what: str, low: int = 0, high: int | None = None) -
 class LogEntry(NamedTuple):
     """One applied trial as the log holds it.
 
-    ``kind`` is ``"label"`` (a labelled prediction; ``predicted`` is the served class)
-    or ``"learn"`` (``predicted`` is None: the learner's own prediction at replay).
+    ``kind`` is ``"label"`` (a labelled prediction; ``predicted`` is the served class),
+    ``"learn"`` (``predicted`` is None: the learner's own prediction at replay) or
+    ``"reset"`` (the state was replaced by the snapshot at ``seq``; no instance).
     """
 
     seq: int
     kind: str
-    x: Attributes | Experts
+    x: Attributes | Experts | None
     y: int
     predicted: int | None
     trial_id: str
@@ -103,6 +104,8 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
         raise CorruptData(f"log entry {seq}: odd field list")
     f = dict(zip(fields[::2], fields[1::2], strict=True))
     kind = f.get(b"k")
+    if kind == b"r":
+        return LogEntry(seq, "reset", None, 0, None, "")
     if kind not in (b"l", b"n") or b"x" not in f or b"y" not in f:
         raise CorruptData(f"log entry {seq}: expected fields k (l or n), x and y")
     x = decode_instance(f[b"x"], size, n_classes)

@@ -111,7 +111,7 @@ class ModelStore:
         self._keys: dict[str, Keys] = {}
         self._scripts = {
             name: client.register_script(getattr(scripts, name))
-            for name in ("CREATE", "SYNC", "PREDICT", "LABEL", "LEARN", "SNAPSHOT")
+            for name in ("CREATE", "SYNC", "PREDICT", "LABEL", "LEARN", "SNAPSHOT", "IMPORT")
         }
 
     def keys(self, name: str) -> Keys:
@@ -328,3 +328,15 @@ class ModelStore:
             "SNAPSHOT", name, self._fixed(name), [incarnation, version, state, fold, retain]
         )
         return bool(reply[0] == b"ok")
+
+    async def import_state(
+        self, name: str, incarnation: str, known: int, state: bytes, fold: bytes, limit: int
+    ) -> tuple[Sync | None, int]:
+        """Replace the learner state after version ``known``; returns (None, its seq), or
+        (the sync to catch up with, -1) when ``known`` is not current and fully folded."""
+        reply = await self._run(
+            "IMPORT", name, self._fixed(name), [incarnation, known, state, fold, limit]
+        )
+        if reply[0] == b"stale":
+            return self._sync(reply), -1
+        return None, _int(reply[1], "seq")

@@ -23,7 +23,7 @@ outcome any number of times.
 
 from __future__ import annotations
 
-__all__ = ["CREATE", "LABEL", "LEARN", "PREDICT", "SNAPSHOT", "SYNC"]
+__all__ = ["CREATE", "IMPORT", "LABEL", "LEARN", "PREDICT", "SNAPSHOT", "SYNC"]
 
 CURVE_POINTS = 512
 
@@ -267,5 +267,27 @@ end
 local keep = math.min(cur + 1, num(meta, 'version') - tonumber(ARGV[5]) + 1)
 if keep > 1 then redis.call('XTRIM', KEYS[2], 'MINID', keep .. '-0') end
 return {'ok', cur}
+"""
+)
+
+IMPORT = (
+    _PRELUDE
+    + """
+-- ARGV: 1 incarnation, 2 known version, 3 state, 4 fold, 5 limit
+-- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry)
+-- Replaces the learner state: appends a reset entry (k = r) at seq and keeps the state as
+-- the snapshot at seq; workers that replay the reset entry reload from the snapshot.
+fold(ARGV[4])
+local version, known = num(meta, 'version'), tonumber(ARGV[2])
+if not reachable(known, version) then return {'reload'} end
+if version ~= known or num(meta, 'folded') < known then
+  return {'stale', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[5]))}
+end
+version = version + 1
+redis.call('XADD', KEYS[2], version .. '-0', 'k', 'r')
+redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3])
+redis.call('HSET', meta, 'version', version, 'folded', version)
+redis.call('HINCRBY', meta, 'imports', 1)
+return {'ok', version}
 """
 )
