@@ -94,7 +94,7 @@ local function reachable(known, version)
 end
 
 local function catchup(known, version, limit)
-  if version <= known then return {{}} end
+  if version <= known or limit <= 0 then return {{}} end
   return redis.call('XRANGE', KEYS[2], (known + 1) .. '-0', '+', 'COUNT', limit)
 end
 
@@ -138,7 +138,7 @@ PREDICT = (
     _PRELUDE
     + """
 -- ARGV: 1 incarnation, 2 known version (the one that predicted), 3 strict ('1': store only
--- if known is current), 4 deadline in ms, 5 fold, 6 limit, then per item from 7:
+-- if known is current), 4 label time-to-live in ms, 5 fold, 6 limit, then per item from 7:
 -- trial id, instance, predicted class, scores
 -- Reply: {'ok', version, folded, entries, results} with per item {'ok'} (stored),
 -- {'existing', p, scores, v} (same instance already pending under that id) or {'conflict'};
@@ -153,6 +153,9 @@ end
 local now = now_ms()
 sweep(now)
 local ttl = tonumber(ARGV[4])
+-- a trial outlives its deadline by the grace: late labels are told it expired, and a
+-- labelled trial answers retried labels
+local grace = math.max(ttl, 60000)
 local results, created = {}, 0
 for i = 7, #ARGV, 4 do
   local key = KEYS[7 + (i - 7) / 4]
@@ -168,9 +171,9 @@ for i = 7, #ARGV, 4 do
     local deadline = now + ttl
     redis.call('HSET', key, 'x', x, 'p', ARGV[i + 2], 's', ARGV[i + 3], 'v', known,
                'd', deadline)
-    redis.call('PEXPIREAT', key, deadline + ttl)
+    redis.call('PEXPIREAT', key, deadline + grace)
     redis.call('ZADD', KEYS[4], deadline, id)
-    redis.call('ZADD', KEYS[5], deadline + ttl, id)
+    redis.call('ZADD', KEYS[5], deadline + grace, id)
     created = created + 1
     results[#results + 1] = {'ok'}
   end

@@ -1,0 +1,228 @@
+"""The repository and its Lua scripts against a real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from models.instance import Attributes, Experts
+from storage.client import close, connect
+from storage.codec import decode_entry, decode_instance, encode_instance
+from storage.errors import Conflict, CorruptData, ModelNotFound
+from storage.repository import LogGap, ModelStore
+
+pytestmark = pytest.mark.anyio
+CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 4}}}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def store(redis_url: str, redis_prefix: str) -> AsyncIterator[ModelStore]:
+    client = connect(redis_url)
+    yield ModelStore(client, redis_prefix)
+    await close(client)
+
+
+def x_bytes(i: int) -> bytes:
+    return encode_instance(Attributes([i % 4], [1.0]))
+
+
+def fold(first: int, outcomes: list[tuple[int, int, int, str]]) -> bytes:
+    return orjson.dumps({"a": first, "e": outcomes})
+
+
+async def test_create_conflict_delete(store: ModelStore) -> None:
+    inc = await store.create("m", CONFIG)
+    with pytest.raises(Conflict):
+        await store.create("m", CONFIG)
+    assert await store.names() == ["m"]
+    assert (await store.read("m")).incarnation == inc
+    await store.delete("m")
+    with pytest.raises(ModelNotFound):
+        await store.read("m")
+    with pytest.raises(ModelNotFound):
+        await store.delete("m")
+    assert await store.names() == []
+
+
+async def test_old_incarnation_is_gone(store: ModelStore) -> None:
+    old = await store.create("m", CONFIG)
+    await store.delete("m")
+    await store.create("m", CONFIG)
+    with pytest.raises(ModelNotFound):
+        await store.learn("m", old, 0, fold=b"", limit=10, items=[(x_bytes(0), 1)])
+    assert (await store.read("m")).version == 0
+
+
+async def test_learn_appends_in_order_and_returns_catch_up(store: ModelStore) -> None:
+    inc = await store.create("m", CONFIG)
+    sync, first = await store.learn(
+        "m", inc, 0, fold=b"", limit=10, items=[(x_bytes(i), i % 2) for i in range(3)]
+    )
+    assert (first, sync.version) == (1, 3)
+    entries = [decode_entry(i, f, 4, 2) for i, f in sync.entries]
+    assert [(e.seq, e.kind, e.y) for e in entries] == [
+        (1, "learn", 0),
+        (2, "learn", 1),
+        (3, "learn", 0),
+    ]
+    sync, first = await store.learn("m", inc, 1, fold=b"", limit=1, items=[(x_bytes(9), 1)])
+    assert first == 4 and sync.version == 4 and len(sync.entries) == 1  # the limit holds
+    assert [e[0] for e in await store.read_log("m", 1, 10)] == [b"2-0", b"3-0", b"4-0"]
+
+
+async def test_fold_counts_each_outcome_once(store: ModelStore) -> None:
+    inc = await store.create("m", CONFIG)
+    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(4)])
+    outcomes = [(0, 1, 1, ""), (0, 0, 0, ""), (0, 1, 1, ""), (0, 0, 1, "")]
+    # out of order, overlapping and repeated reports: still each entry once
+    await store.sync("m", inc, 4, fold(2, outcomes[1:2]), 0)  # gap: entry 1 unknown, ignored
+    assert (await store.read("m")).folded == 0
+    await store.sync("m", inc, 4, fold(1, outcomes[:2]), 0)
+    await store.sync("m", inc, 4, fold(1, outcomes[:3]), 0)
+    sync = await store.sync("m", inc, 4, fold(2, outcomes[1:]), 0)
+    await store.sync("m", inc, 4, fold(1, [*outcomes, (0, 1, 1, "")]), 0)  # beyond the log
+    m = await store.read("m")
+    assert sync.folded == m.folded == 4
+    assert m.counters["mistakes"] == 2 and m.counters["updates"] == 3
+    assert m.confusion == {(0, 1): 2, (0, 0): 2}
+
+
+async def test_mistake_curve_is_down_sampled(store: ModelStore) -> None:
+    inc = await store.create("m", CONFIG)
+    n = 1300
+    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(n)])
+    rng = np.random.default_rng(0)
+    p = (rng.random(n) < 0.3).astype(int)
+    for a in range(0, n, 100):
+        await store.sync("m", inc, n, fold(a + 1, [(0, int(v), 0, "") for v in p[a : a + 100]]), 0)
+    raw = await store.client.lrange(store.keys("m").curve, 0, -1)
+    points = [tuple(map(int, pt.split(b":"))) for pt in raw]
+    step = points[1][0] - points[0][0]
+    assert len(points) <= 512 and step == 4
+    assert [t for t, _ in points] == list(range(step, n + 1, step))
+    assert all(m == int(p[:t].sum()) for t, m in points)
+
+
+async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -> None:
+    inc = await store.create("m", CONFIG)
+    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(0), 0)])
+    item = ("t1", x_bytes(1), 1, b"\x00" * 16)
+    sync, res = await store.predict(
+        "m", inc, 0, strict=True, ttl_ms=60_000, fold=b"", limit=10, items=[item]
+    )
+    assert res is None and sync.version == 1 and len(sync.entries) == 1  # stale: retry
+    sync, res = await store.predict(
+        "m", inc, 1, strict=True, ttl_ms=60_000, fold=b"", limit=10, items=[item]
+    )
+    assert res is not None and res[0].status == "ok"
+    _, res = await store.predict(
+        "m", inc, 1, strict=True, ttl_ms=60_000, fold=b"", limit=10, items=[item]
+    )
+    assert res is not None and (res[0].status, res[0].predicted, res[0].version) == (
+        "existing",
+        1,
+        1,
+    )
+    sync, lab = await store.label("m", inc, 1, fold=b"", limit=10, items=[("t1", 0), ("t1", 0)])
+    assert [r.status for r in lab] == ["ok", "repeat"] and lab[0].seq == 2 == sync.version
+    e = decode_entry(*sync.entries[-1], 4, 2)
+    assert (e.kind, e.trial_id, e.predicted, e.y) == ("label", "t1", 1, 0)
+    _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t1", 1), ("zz", 1)])
+    assert [r.status for r in lab] == ["conflict", "unknown"] and lab[0].label == 0
+    # the trial keeps only what a retried label needs
+    kept = await store.client.hgetall(store.keys("m").trial("t1"))
+    assert set(kept) == {b"p", b"v", b"d", b"y", b"q"}
+    await store.sync("m", inc, 2, fold(1, [(0, 0, 1, ""), (0, 1, 1, "t1")]), 0)
+    _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t1", 0)])
+    assert (lab[0].status, lab[0].updated) == ("repeat", 1)
+    short = ("t2", x_bytes(2), 0, b"\x00" * 16)
+    await store.predict("m", inc, 2, strict=True, ttl_ms=1, fold=b"", limit=10, items=[short])
+    await asyncio.sleep(0.01)
+    _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t2", 0)])
+    m = await store.read("m")
+    assert lab[0].status == "expired" and m.version == 2
+    assert m.counters["expired"] == 1 and m.counters["late_labels"] == 1
+    assert m.counters["predictions"] == 2 and m.counters["labelled"] == 1
+
+
+async def test_snapshot_trims_the_log_and_old_readers_reload(store: ModelStore) -> None:
+    inc = await store.create("m", CONFIG)
+    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(10)])
+    assert not await store.save_snapshot("m", inc, 6, b"{}", b"", 2)  # not folded yet
+    done = fold(1, [(0, 0, 0, "")] * 6)
+    assert await store.save_snapshot("m", inc, 6, b'{"s": 6}', done, 2)
+    assert await store.read_snapshot("m") == (6, b'{"s": 6}')
+    assert [e[0] for e in await store.read_log("m", 0, 100)] == [b"7-0", b"8-0", b"9-0", b"10-0"]
+    assert await store.save_snapshot("m", inc, 5, b"older", b"", 2)
+    assert await store.read_snapshot("m") == (6, b'{"s": 6}')  # the newer one stays
+    with pytest.raises(LogGap):
+        await store.sync("m", inc, 3, b"", 10)
+    sync = await store.sync("m", inc, 6, b"", 10)
+    assert [e[0] for e in sync.entries] == [b"7-0", b"8-0", b"9-0", b"10-0"]
+
+
+async def test_what_comes_back_is_validated(store: ModelStore) -> None:
+    inc = await store.create("m", CONFIG)
+    await store.client.xadd(store.keys("m").log, {"k": "n", "x": b"Zjunk", "y": "0"}, id="1-0")
+    await store.client.hset(store.keys("m").meta, "version", 1)
+    sync = await store.sync("m", inc, 0, b"", 10)
+    with pytest.raises(CorruptData, match="tag"):
+        decode_entry(*sync.entries[0], 4, 2)
+    await store.client.hset(store.keys("m").meta, "config", b"[1, 2")
+    with pytest.raises(CorruptData, match="config"):
+        await store.read("m")
+    await store.client.hset(store.keys("m").meta, "version", b"-3")
+    with pytest.raises(CorruptData):
+        await store.read("m")
+
+
+@pytest.mark.parametrize(
+    ("x", "size", "k"),
+    [
+        (Attributes([0, 3], [1.5, -2.0]), 4, 2),
+        (Experts([0, 0, 2], [0, 1, 1], [1.0, 0.5, 2.0]), 3, 2),
+        (Attributes([], []), 1, 2),
+    ],
+)
+def test_instances_round_trip(x: Any, size: int, k: int) -> None:
+    y = decode_instance(encode_instance(x), size, k)
+    assert type(y) is type(x)
+    for a, b in zip(vars_of(x), vars_of(y), strict=True):
+        assert np.array_equal(a, b)
+
+
+def vars_of(x: Any) -> list[np.ndarray]:
+    if isinstance(x, Attributes):
+        return [x.indices, x.values]
+    return [x.expert, x.cls, x.value]
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"", "expected"),
+        (b"Q" + b"\x00" * 12, "tag"),
+        (b"A" + b"\x00" * 13, "12 per entry"),
+        (b"E" + b"\x00" * 15, "16 per entry"),
+        (b"A" + np.int32(9).tobytes() + np.float64(1).tobytes(), "beyond"),
+        (b"A" + np.int32(-1).tobytes() + np.float64(1).tobytes(), "stored instance"),
+        (b"A" + np.int32(1).tobytes() + np.float64(np.nan).tobytes(), "finite"),
+        (
+            b"E" + np.int32(0).tobytes() + np.int32(5).tobytes() + np.float64(1).tobytes(),
+            "class",
+        ),
+    ],
+)
+def test_bad_instances_are_corrupt(data: bytes, words: str) -> None:
+    with pytest.raises(CorruptData, match=words):
+        decode_instance(data, 4, 2)
