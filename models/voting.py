@@ -30,6 +30,7 @@ from models.params import (
     Real,
     Spec,
 )
+from models.recycling import Recycling
 from models.schedule import (
     SlotView,
     _higher,
@@ -40,6 +41,7 @@ from models.schedule import (
     targets,
     window,
 )
+from models.voting_fast import CompiledMembers
 from models.voting_state import (
     _CLASSES,
     VotingHypothesis,
@@ -182,6 +184,9 @@ class VCombine(Learner):
     """
 
     kind = "v-combine"
+    #: Run trials through :mod:`models.voting_fast` when the members allow it; False keeps
+    #: the composed reference path (the two agree bit for bit).
+    _compiled = True
     _parameter_constraints = {
         "learners": _SpecList(),
         "h": Integer(2, 100_000),
@@ -334,6 +339,7 @@ class VCombine(Learner):
         self.buffer_: deque[tuple[Any, int]] = deque(maxlen=self.r)
         self.slots_ = self._initial_slots()
         self._loaded: dict[str, np.ndarray] = {}
+        self._fast: CompiledMembers | bool | None = None  # built at the next trial
 
     def _initial_slots(self) -> list[_Slot]:
         return [_Slot(t, *window(t, 1, self.window)) for t in targets(1, self.h)]
@@ -426,10 +432,18 @@ class VCombine(Learner):
     # -- the trial ---------------------------------------------------------------------------
 
     def _learn(self, x: Any, c: int) -> tuple[int, bool]:
+        fast = self._compiled_members(x)
         b = self.best_
         current = self.learners_[b]
         key = (b, current.version_)
         use_best = self.uses_best_
+        if fast is not None:
+            fast.pack_slots(self)
+            failed, voted, best_predicted = fast.trial(x, c, b)
+            predicted = best_predicted if use_best else voted
+            wrong, changed = fast.settle(self, c, failed)
+            changed |= self._finish(x, c, key, voted, wrong, None)
+            return predicted, changed or (self.best_, self.uses_best_) != (b, use_best)
         voted = int(argmax_first(self._vote_of(x, current.scores(x))))
         predicted = current._predict(x) if use_best else voted
         picks = (
@@ -448,7 +462,39 @@ class VCombine(Learner):
         outcomes = [done[i] for i in range(len(self.learners_))]
         wrong = np.array([o.mistake for o in outcomes], dtype=bool)
         changed = any(o.updated for o in outcomes)
-        tau = self.tau_
+        changed |= self._finish(x, c, key, voted, wrong, picks)
+        return predicted, changed or (self.best_, self.uses_best_) != (b, use_best)
+
+    def _compiled_members(self, x: Any) -> CompiledMembers | None:
+        """The compiled view of the members (:mod:`models.voting_fast`), if they allow one."""
+        if not self._compiled:
+            return None
+        if self._fast is None:
+            self._fast = CompiledMembers.of(self) or False
+        fast = self._fast
+        if fast is False:
+            return None
+        m = x.expert.shape[0]
+        if not fast.fits(m):  # widen the stores as their own trials would, then look again
+            for g in fast.recycled:
+                inner = self.learners_[g]
+                assert isinstance(inner, Recycling)
+                if m > inner.items_a_.shape[1]:
+                    inner._widen(m)
+            fast = self._fast = CompiledMembers.of(self)
+        return fast
+
+    def _finish(
+        self,
+        x: Any,
+        c: int,
+        key: tuple[int, int],
+        voted: int,
+        wrong: np.ndarray,
+        picks: list[int] | None,
+    ) -> bool:
+        """Steps 2 and 4-7 of a trial once the members have learned; True if a slot changed."""
+        b, tau = key[0], self.tau_
         if self._online:  # the candidates that predicted this trial as B's hypothesis
             for s in self.slots_:
                 if s.key == key and s.start <= tau < s.end:
@@ -461,8 +507,7 @@ class VCombine(Learner):
             self._penalise(wrong, picks, c)
         self.buffer_.append((x, c))
         self.scalars_[0] += 1
-        changed |= self._advance()
-        return predicted, changed or (self.best_, self.uses_best_) != (b, use_best)
+        return self._advance()
 
     def _penalise(self, wrong: np.ndarray, picks: list[int] | None, c: int) -> None:
         u = self.wm_weights_
@@ -475,9 +520,12 @@ class VCombine(Learner):
         if 0.0 < top < 2.0**-512:  # an exact rescale by a power of two keeps every ratio
             u *= 2.0**512
 
-    def _record(self, inner: Learner) -> tuple[int, int]:
-        """(correct, tried) of ``inner``'s current hypothesis on the r-buffer."""
+    def _record(self, g: int) -> tuple[int, int]:
+        """(correct, tried) of learner g's current hypothesis on the r-buffer."""
+        if self._fast:
+            return self._fast.record(g), len(self.buffer_)
         # Buffered instances were checked on arrival, and the learners share the labels.
+        inner = self.learners_[g]
         correct = sum(inner._predict(x) == c for x, c in self.buffer_)
         return int(correct), len(self.buffer_)
 
@@ -495,11 +543,11 @@ class VCombine(Learner):
         changed = False
         for slot in self.slots_:
             if slot.start == tau:
-                self._hold(slot, key, self._record(self.learners_[b]))
+                self._hold(slot, key, self._record(b))
                 changed = True
             elif slot.start < tau <= slot.end and slot.seen != key:
                 slot.seen = key
-                record = self._record(self.learners_[b])
+                record = self._record(b)
                 if _higher(record, slot.estimate(self._online)):
                     self._hold(slot, key, record)
                     changed = True
@@ -605,6 +653,7 @@ class VCombine(Learner):
         slots = self._rebuild_slots(loaded, fresh)
         buffer = self._rebuild_buffer(loaded)
         self.learners_, self.slots_, self.buffer_ = fresh, slots, buffer
+        self._fast = None
 
     def _rebuild_slots(self, loaded: dict[str, np.ndarray], fresh: list[Learner]) -> list[_Slot]:
         table, reals, weights = (loaded[n] for n in ("slot_table_", "slot_reals_", "slot_weights_"))

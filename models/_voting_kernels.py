@@ -1,0 +1,177 @@
+"""Compiled loops of V-Combine over recycled and averaged-recycled members (numba).
+
+One call runs a whole trial of every member: the best member's scores and the vote before
+anyone learns, the averaged members' predictions, every recycled member's trial (the same
+kernel :class:`models.recycling.Recycling` runs), every averaged member's absorption of its
+recycled member's new hypothesis, and the push into the r-buffer. Each step does the
+arithmetic of the Python path it replaces, in the same order, so results are bit for bit
+those of the composed classes (``tests/models/test_voting_fast.py`` checks that).
+
+Members live in typed lists of views of the learners' own arrays. ``role[g]`` is 0 for a
+recycled member and 1 for an averaged one; ``idx[g]`` is its position in its own lists and
+``lead[g]`` an averaged member's recycled member (an index into the recycled lists).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from models._dispatch import ALMA, BALANCED, subexpert_scores_into, weight_scale
+from models._kernels import argmax_first, linear_max_scores_into
+from models.averaging import _averaged_scores
+from models.recycling import _push, _trial
+
+__all__ = ["buffer_record", "members_trial"]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row(base, W, r, i):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Row r of a sub-expert learner's linear view at i (its ``linear_rows``)."""
+    if base == BALANCED:
+        return W[i, r]
+    if base == ALMA:
+        return W[1, i]
+    return W[0, i]
+
+
+@njit(cache=True, nogil=True)
+def member_scores(g, member, a, b, v, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Member g's scores of one instance into ``out``, as its ``_scores`` computes them."""
+    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF = member
+    if role[g] == 0:
+        i = idx[g]
+        subexpert_scores_into(fams[i], Ws[i], Ss[i], Ps[i], a, b, v, out)
+        return
+    j, i = idx[g], lead[g]
+    T = TOTALS[j]
+    scale = weight_scale(fams[i] % 100, Ss[i], Ps[i]) if T[1] == 0.0 else 1.0
+    _averaged_scores(ACC[j], SEEN[j], MARK[j], T[0], T[1], scale, COEF[j], a, b, v, out)
+
+
+@njit(cache=True, nogil=True)
+def _absorb_averaged(j, i, member, IA, ILEN, a):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Averaging._absorb of averaged member j over recycled member i, after i's trial.
+
+    The coordinates compared are Recycling.support's: every one once the stored items
+    hold as many non-zeros as there are sub-experts, else the instance's and the items'.
+    """
+    _, _, _, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, _ = member
+    base = fams[i] % 100
+    W, S, P = Ws[i], Ss[i], Ps[i]
+    acc, seen, mark, T = ACC[j], SEEN[j], MARK[j], TOTALS[j]
+    p, t, epoch, shift = T[0], T[1], T[2], T[3]
+    moved = (S[0] if base == BALANCED else 0.0) - shift
+    if moved != 0.0:  # the learner divided its weights by 2**moved
+        factor = 2.0**-moved
+        acc *= factor
+        seen *= factor
+        T[3] = shift + moved
+    n = mark.shape[0]
+    lens = ILEN[i]
+    everywhere = lens.sum() >= n
+    now = float(int(S[3])) if base == ALMA else 0.0
+    if now != epoch:  # the learner rescaled every coordinate
+        everywhere = True
+        T[2] = now
+    rows = seen.shape[0]
+    if everywhere:
+        for e in range(n):
+            _flush(acc, seen, mark, base, W, rows, e, p)
+    else:
+        for e in range(a.shape[0]):
+            _flush(acc, seen, mark, base, W, rows, a[e], p)
+        ia = IA[i]
+        for item in range(lens.shape[0]):
+            for e in range(lens[item]):
+                _flush(acc, seen, mark, base, W, rows, ia[item, e], p)
+    T[0] = p + weight_scale(base, S, P)
+    T[1] = t + 1.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flush(acc, seen, mark, base, W, rows, e, p):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Fold coordinate e into the running sums if the learner moved it (averaging._absorb)."""
+    moved = False
+    for r in range(rows):
+        if _row(base, W, r, e) != seen[r, e]:
+            moved = True
+    if moved:
+        for r in range(rows):
+            acc[r, e] += seen[r, e] * (p - mark[e])
+            seen[r, e] = _row(base, W, r, e)
+        mark[e] = p
+
+
+# The entry points take their arrays and lists one by one: numba types a tuple argument
+# in Python on every call, which would cost more than the trial.
+@njit(cache=True, nogil=True)
+def members_trial(
+    a, b, v, c, best,
+    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF,
+    us, IA, IB, IV, ILEN, IY, ICNT, RING, INTERNAL,
+    SW, SSCALE, nheld,
+    BA, BB, BV, BLEN, BY, BCNT, BRING,
+    wf, wi, cur, vote, preds, status, delta,
+):  # type: ignore[no-untyped-def]  # fmt: skip  # pragma: no cover
+    """One V-Combine trial of every member; see the module docstring.
+
+    The member lists (role ... COEF) are those of :func:`member_scores`; then come the
+    recycled members' stores (us ... INTERNAL), the slot hypotheses' weights and scales in
+    slot order, the r-buffer as a recycling store (BA ... BRING), and scratch space and
+    per-member outputs (wf ... delta). Returns (failed, voted, best's prediction): failed
+    is the member whose update was refused (an overflow: the members before it have
+    learned, no averaged one has), else -1.
+    """
+    member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF)
+    k = cur.shape[0]
+    member_scores(best, member, a, b, v, cur)
+    tmp = wf[:k]
+    vote[:] = 0.0
+    for h in range(nheld):  # VotingHypothesis: slots in order, then the current hypothesis
+        linear_max_scores_into(SW[h], a, b, v, tmp)
+        for j in range(k):
+            vote[j] = vote[j] + tmp[j] * SSCALE[h]
+    for j in range(k):
+        vote[j] = vote[j] + cur[j]
+    voted, predicted = argmax_first(vote), argmax_first(cur)
+    n = role.shape[0]
+    for g in range(n):  # the averaged members predict before their recycled members learn
+        if role[g] == 1:
+            member_scores(g, member, a, b, v, tmp)
+            preds[g] = argmax_first(tmp)
+    for g in range(n):
+        if role[g] != 0:
+            continue
+        i = idx[g]
+        done = INTERNAL[i][2]
+        pred, st = _trial(
+            fams[i], Ws[i], Ss[i], Ps[i], k, a, b, v, c, IA[i], IB[i], IV[i], ILEN[i],
+            IY[i], ICNT[i], RING[i], INTERNAL[i], us[i], wf, wi,
+        )  # fmt: skip
+        preds[g], status[g], delta[g] = pred, st, INTERNAL[i][2] - done
+        if st == 2:
+            return g, voted, predicted
+    for g in range(n):
+        if role[g] == 1:
+            _absorb_averaged(idx[g], lead[g], member, IA, ILEN, a)
+    if BLEN.shape[0] > 0:
+        _push(a, b, v, c, 0, BA, BB, BV, BLEN, BY, BCNT, BRING)
+    return -1, voted, predicted
+
+
+@njit(cache=True, nogil=True)
+def buffer_record(
+    g, role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF,
+    BA, BB, BV, BLEN, BY, BCNT, BRING, out,
+):  # type: ignore[no-untyped-def]  # fmt: skip  # pragma: no cover
+    """How many of the buffered instances member g's current hypothesis predicts correctly."""
+    member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF)
+    s = BLEN.shape[0]
+    correct = 0
+    for r in range(BRING[1]):
+        j = (BRING[0] + r) % s
+        m = BLEN[j]
+        member_scores(g, member, BA[j, :m], BB[j, :m], BV[j, :m], out)
+        if argmax_first(out) == BY[j]:
+            correct += 1
+    return correct

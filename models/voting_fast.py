@@ -1,0 +1,207 @@
+"""V-Combine's trial in one compiled call when its members allow it (VR-Combine's do).
+
+:class:`models.voting.VCombine` composes its members through their public contract; that
+path stays the reference. When every member is a recycled sub-expert learner (R-B) or an
+averaged member that follows one (AR-B), the votes are raw sums and no selector needs the
+members' labels, :class:`CompiledMembers` runs the members' part of a trial in one call of
+:func:`models._voting_kernels.members_trial` over views of the members' own arrays, and
+estimates hypotheses on the r-buffer in one call too. Everything the Python path does to
+the members (their counters and versions included) is done here as well, so the state is
+the same bit for bit; only the schedule's bookkeeping stays in Python, shared by both paths.
+
+The views are taken once. V-Combine drops them whenever it resets or imports a state, and
+they are taken afresh when a store must widen; members must not be reset or re-imported
+on their own while V-Combine holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numba
+import numpy as np
+from numba import types
+from numba.typed import List
+
+from models._dispatch import ALMA, BALANCED, PERCEPTRON, SUBEXPERT
+from models._voting_kernels import buffer_record, members_trial
+from models.averaging import Averaging
+from models.base import LinearMaxHypothesis
+from models.recycling import Recycling
+from models.subexpert import SubExpert
+
+if TYPE_CHECKING:
+    from models.voting import VCombine
+
+__all__ = ["CompiledMembers"]
+
+_FAMILIES = (BALANCED, PERCEPTRON, ALMA)
+_STORE = ("items_a_", "items_b_", "items_v_", "items_len_", "items_y_", "items_count_")
+_SUMS = ("acc_", "seen_", "mark_", "totals_")  # an averaged member's running sums
+
+
+def _typed(arrays: Sequence[np.ndarray], any_layout: bool = False) -> Any:
+    """A numba typed list of same-typed arrays (C-contiguous, or of any layout)."""
+    a = arrays[0] if arrays else np.zeros(0)
+    kind = numba.typeof(a)
+    if any_layout:
+        kind = types.Array(kind.dtype, kind.ndim, "A")
+    out = List.empty_list(kind)
+    for a in arrays:
+        out.append(a)
+    return out
+
+
+def _contiguous(*arrays: np.ndarray) -> bool:
+    return all(a.flags.c_contiguous for a in arrays)
+
+
+class CompiledMembers:
+    """Views of a V-Combine's members for the compiled trial; build with :meth:`of`."""
+
+    def __init__(self, vc: VCombine, recycled: list[int], leaders: dict[int, int]) -> None:
+        members = vc.learners_
+        v = len(members)
+        self.k = vc.n_classes
+        role = np.zeros(v, dtype=np.int64)
+        idx = np.zeros(v, dtype=np.int64)
+        lead = np.zeros(v, dtype=np.int64)
+        where = {g: i for i, g in enumerate(recycled)}
+        states = []
+        for i, g in enumerate(recycled):
+            idx[g] = i
+            states.append(members[g].learner_.kernel_state())
+        averaged = sorted(leaders)
+        for j, g in enumerate(averaged):
+            role[g], idx[g], lead[g] = 1, j, where[leaders[g]]
+        store = [members[g] for g in recycled]
+        avg: list[Averaging] = [members[g] for g in averaged]  # type: ignore[misc]
+        self.width = min(r.items_a_.shape[1] for r in store) if store else 1
+        self.member = (
+            role, idx, lead, np.array([s[0] for s in states], dtype=np.int64),
+            *(_typed([s[n] for s in states]) for n in (1, 2, 3)),
+            *(_typed([getattr(a, n) for a in avg], True) for n in _SUMS),
+            _typed([a._coef for a in avg]),
+        )  # fmt: skip
+        self.store = (
+            np.array([r._u for r in store], dtype=np.int64),
+            *(_typed([getattr(r, n) for r in store]) for n in _STORE),
+            _typed([r.ring_ for r in store]),
+            _typed([r.internal_ for r in store]),
+        )
+        self.recycled, self.leaders = recycled, leaders
+        self.buffer = self._pack_buffer(vc, self.width)
+        self.slots: tuple[Any, ...] = (np.zeros((0, vc.input_size)), np.zeros(0), 0)
+        self.held: list[int] = []
+        wide = max([self.buffer[0].shape[1], *(r.items_a_.shape[1] for r in store)])
+        wf, wi = np.empty(self.k + wide), np.empty(max(wide, 1), dtype=np.int64)
+        cur, vote = np.empty(self.k), np.empty(self.k)
+        out = [np.zeros(v, dtype=np.int64) for _ in range(3)]
+        self.work = (wf, wi, cur, vote, *out)
+
+    @classmethod
+    def of(cls, vc: VCombine) -> CompiledMembers | None:
+        """The compiled view of ``vc``'s members, or None when some member needs the
+        reference path."""
+        if vc.input_kind != "experts" or vc.vote_normalize != "none":
+            return None
+        if vc._wm and vc.wm_update == "on_mistake":  # needs every member's label
+            return None
+        recycled, leaders = [], {}
+        for g, m in enumerate(vc.learners_):
+            if g in vc._followers:
+                leaders[g] = vc._followers[g]
+                if not isinstance(m, Averaging) or m.learner_ is not vc.learners_[leaders[g]]:
+                    return None
+                continue
+            if not (isinstance(m, Recycling) and type(m.learner_) is SubExpert):
+                return None
+            fam, W, S, P = m.learner_.kernel_state()
+            stored = [getattr(m, n) for n in _STORE] + [m.ring_, m.internal_]
+            if fam < SUBEXPERT or fam % 100 not in _FAMILIES or not _contiguous(W, S, P, *stored):
+                return None
+            recycled.append(g)
+        if any(leaders[g] not in recycled for g in leaders):
+            return None
+        return cls(vc, recycled, leaders)
+
+    def _pack_buffer(self, vc: VCombine, width: int) -> tuple[np.ndarray, ...]:
+        r = vc.r
+        width = max([width, *(len(x) for x, _ in vc.buffer_)])
+        ba = np.zeros((r, width), dtype=np.int64)
+        bb = np.zeros((r, width), dtype=np.int64)
+        bv = np.zeros((r, width))
+        blen, by = np.zeros(r, dtype=np.int64), np.zeros(r, dtype=np.int64)
+        for j, (x, c) in enumerate(vc.buffer_):
+            m = len(x)
+            ba[j, :m], bb[j, :m], bv[j, :m], blen[j], by[j] = x.expert, x.cls, x.value, m, c
+        ring = np.array([0, len(vc.buffer_)], dtype=np.int64)
+        return ba, bb, bv, blen, by, np.zeros(r, dtype=np.int64), ring
+
+    def fits(self, m: int) -> bool:
+        """Whether an instance of m non-zeros fits every store and the buffer."""
+        return m <= self.width and m <= self.buffer[0].shape[1]
+
+    def pack_slots(self, vc: VCombine) -> None:
+        """Take the slot hypotheses' weights afresh if the held ones changed."""
+        held = [s.hypothesis for s in vc.slots_ if s.hypothesis is not None]
+        if [id(h) for h in held] == self.held:
+            return
+        assert all(isinstance(h, LinearMaxHypothesis) for h in held)
+        self.held = [id(h) for h in held]
+        weights = np.zeros((len(held), vc.input_size))
+        for j, h in enumerate(held):
+            weights[j] = h.weights  # type: ignore[union-attr]
+        scales = np.array([h.scale for h in held], dtype=np.float64)  # type: ignore[union-attr]
+        self.slots = (weights, scales, len(held))
+
+    def trial(self, x: Any, c: int, best: int) -> tuple[int, int, int]:
+        """The members' part of one trial: (failed member or -1, vote's class, best's class)."""
+        failed, voted, predicted = members_trial(
+            x.expert, x.cls, x.value, c, best,
+            *self.member, *self.store, *self.slots, *self.buffer, *self.work,
+        )  # fmt: skip
+        return int(failed), int(voted), int(predicted)
+
+    def record(self, g: int) -> int:
+        """How many buffered instances member g's current hypothesis predicts correctly."""
+        return int(buffer_record(g, *self.member, *self.buffer, self.work[2]))
+
+    def settle(self, vc: VCombine, c: int, failed: int) -> tuple[np.ndarray, bool]:
+        """Count the trial in every member as ``learn`` and ``follow`` would; return which
+        members made a mistake and whether any updated. Raise on a refused update."""
+        preds, status, delta = (a.tolist() for a in self.work[4:])
+        members = vc.learners_
+        wrong = np.zeros(len(members), dtype=bool)
+        changed = False
+        for g in self.recycled:
+            if failed >= 0 and g >= failed:
+                break
+            r = members[g]
+            updated = status[g] == 1
+            r.version_ += delta[g]
+            r.learner_.version_ += delta[g] + updated
+            _count(r, preds[g] != c, updated)
+            wrong[g] = preds[g] != c
+            changed |= updated
+        if failed >= 0:
+            raise OverflowError(
+                f"{members[failed].learner_.kind} refused an update that would overflow"
+            )
+        for g, i in self.leaders.items():
+            a = members[g]
+            if members[i].version_ > 0:  # once B has moved, the average moves every trial
+                a.version_ += 1
+            _count(a, preds[g] != c, status[i] == 1)
+            wrong[g] = preds[g] != c
+        return wrong, changed
+
+
+def _count(learner: Any, mistake: bool, updated: bool) -> None:
+    learner.trials_ += 1
+    if mistake:
+        learner.mistakes_ += 1
+    if updated:
+        learner.updates_ += 1
+        learner.version_ += 1
