@@ -8,6 +8,7 @@ are kept and reported with the worker's next script call (:mod:`storage.scripts`
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -27,6 +28,7 @@ from storage.repository import LogGap, RawEntry, Sync
 
 __all__ = ["Applied", "InvalidConfig", "LiveModel", "StateReplaced", "build_model"]
 
+log = logging.getLogger("committee.live")
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
 FOLD_BATCH = 5_000  # outcomes reported per script call at most
 
@@ -122,7 +124,10 @@ class LiveModel:
     # -- instances --------------------------------------------------------------------
 
     def encode(self, payload: Any) -> Attributes | Experts:
-        return self.space.encode(payload, self.form)
+        """The instance for ``payload``, checked by the learner too (value ranges), so
+        that nothing the log takes in can fail at replay."""
+        x: Attributes | Experts = self.learner.coerce(self.space.encode(payload, self.form))
+        return x
 
     def predict(self, x: Attributes | Experts) -> tuple[int, np.ndarray]:
         """The predicted class and per-label scores of the current hypothesis."""
@@ -146,7 +151,13 @@ class LiveModel:
         self.synced_at = time.monotonic()
 
     def _replay(self, x: Attributes | Experts, e: LogEntry) -> None:
-        predicted, updated = self.learner.trial(x, self.labels[e.y])
+        try:
+            predicted, updated = self.learner.trial(x, self.labels[e.y])
+        except (ArithmeticError, ValueError) as exc:
+            # a learner that refuses an update (Balanced Winnow beyond float range, say)
+            # refuses it whole, so skipping it is the same on every worker
+            log.warning("model %s: log entry %d not learned: %s", self.name, e.seq, exc)
+            predicted, updated = e.y, False
         if e.predicted is not None:  # a label: judged against the prediction served
             predicted = e.predicted
         self.version = e.seq

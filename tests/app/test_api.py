@@ -216,6 +216,7 @@ def test_client_trial_ids(client: httpx.Client, model_name: str) -> None:
         ({"features": [0.0] * 999 + ["a"]}, "number"),
         ({"experts": {"a": 1}}, "experts"),
         ({"colour": "red"}, "colour"),
+        ({"features": {"5": 2.0}}, "[0, 1]"),
     ],
 )
 def test_bad_instance_is_422(

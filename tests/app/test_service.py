@@ -1,0 +1,107 @@
+"""The service layer without HTTP: snapshots, reloads and several workers on one model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.config import Settings
+from app.service import ModelService
+from storage.client import close, connect
+from storage.repository import ModelStore
+
+pytestmark = pytest.mark.anyio
+CONFIG: dict[str, Any] = {
+    "labels": [1, -1],
+    "input": {"attributes": {"feature_names": [f"w{i}" for i in range(40)]}},
+    "learner": {"kind": "recycling", "size": 10, "learner": {"kind": "balanced-winnow"}},
+    "label_ttl": 60.0,
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def services(redis_url: str, redis_prefix: str) -> AsyncIterator[list[ModelService]]:
+    """Three workers' services on one Redis, snapshotting every 16 trials."""
+    settings = Settings(
+        redis_url=redis_url, key_prefix=redis_prefix, snapshot_every=16, log_retain=4
+    )
+    clients = [connect(redis_url) for _ in range(3)]
+    out = [ModelService(ModelStore(c, redis_prefix), settings) for c in clients]
+    yield out
+    for s, c in zip(out, clients, strict=True):
+        await s.close()
+        await close(c)
+
+
+def trials(n: int, seed: int) -> list[tuple[dict[str, Any], int]]:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(40)]
+    out = []
+    for _ in range(n):
+        chosen = rng.choice(40, 5, replace=False)
+        x = {"features": {words[i]: 1.0 for i in chosen}}
+        out.append((x, 1 if chosen.min() < 8 else -1))
+    return out
+
+
+async def test_workers_interleave_and_agree(services: list[ModelService]) -> None:
+    a, _, c = services
+    await a.create_model("m", CONFIG)
+    data = trials(90, 0)
+    results: list[Any] = []
+    for i, (x, y) in enumerate(data):
+        worker = services[i % 3]
+        if i % 2:
+            results += await worker.learn("m", [(x, y)])
+        else:
+            (p,) = await worker.predict("m", [(x, None)])
+            assert isinstance(p, dict)
+            results += await c.label("m", [(p["trial_id"], y)])
+    assert all(isinstance(r, dict) for r in results)
+    states = [(await s.export_state("m")) for s in services]
+    assert states[0][0] == 90 and states[0] == states[1] == states[2]
+    await asyncio.sleep(0.2)  # let the last outcomes fold
+    stored = await a.store.read("m")
+    assert stored.folded == 90
+    assert stored.counters["mistakes"] == sum(r["mistake"] for r in results)
+    assert stored.counters["updates"] == sum(r["updated"] for r in results)
+
+
+async def test_snapshots_trim_the_log_and_a_new_worker_starts_from_one(
+    services: list[ModelService], redis_url: str, redis_prefix: str
+) -> None:
+    a = services[0]
+    await a.create_model("m", CONFIG)
+    for chunk in range(5):
+        await a.learn("m", trials(20, chunk))
+        await asyncio.sleep(0.1)  # fold, then the snapshot (a background task) follows
+    snap = await a.store.read_snapshot("m")
+    assert snap is not None and snap[0] >= 80
+    n, first = await a.store.log_bounds("m")
+    assert first <= snap[0] + 1 and n <= 100 - snap[0] + 4
+    late = services[1]  # never saw this model: loads the snapshot, replays the rest
+    assert await late.export_state("m") == await a.export_state("m")
+    assert (await late.live("m")).snapshot_version == snap[0]
+
+
+async def test_state_import_reaches_other_workers(services: list[ModelService]) -> None:
+    a, b, _ = services
+    await a.create_model("m", CONFIG)
+    await a.create_model("n", CONFIG)
+    await a.learn("m", trials(30, 1))
+    await b.learn("n", trials(5, 2))  # b holds n in memory
+    _, state = await a.export_state("m")
+    seq = await a.import_state("n", state)
+    assert seq == 6
+    await b.learn("n", trials(1, 3))  # b replays the import entry: reloads, then learns
+    (_, from_b), (_, from_a) = await b.export_state("n"), await a.export_state("n")
+    assert from_a == from_b and from_b["counters"]["trials"] == 31
