@@ -120,6 +120,7 @@ class LiveModel:
         self.unfolded: dict[int, tuple[int, int, int, str]] = {}
         self.recent: dict[int, Applied] = {}
         self.synced_at = time.monotonic()
+        self.summary_version, self.summary_at = -1, 0.0
 
     # -- instances --------------------------------------------------------------------
 

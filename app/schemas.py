@@ -182,3 +182,46 @@ class LearnerKind(BaseModel):
     summary: str
     input: str
     parameters: list[LearnerParameter]
+
+
+class WindowPublic(BaseModel):
+    trials: int
+    mistakes: int
+    error_rate: float | None
+
+
+class InternalPublic(BaseModel):
+    trials: int
+    mistakes: int
+    updates: int
+
+
+class MemberPublic(BaseModel):
+    name: str
+    mistakes: int
+    recent_mistakes: int
+
+
+class StatsPublic(BaseModel):
+    """A model's statistics, read without loading its learner."""
+
+    name: str
+    version: int = Field(description="trials applied")
+    folded: int = Field(description="trials counted in mistakes, updates and confusion")
+    predictions: int
+    labelled: int
+    learned: int
+    pending: int = Field(description="predictions waiting for their label")
+    expired: int
+    late_labels: int
+    mistakes: int
+    updates: int
+    error_rate: float | None = Field(description="mistakes / folded trials")
+    window: WindowPublic = Field(description="the most recent (about 1,000) folded trials")
+    confusion: dict[str, dict[str, int]] = Field(description="true label -> predicted -> n")
+    curve: list[tuple[int, int]] = Field(description="(trials, cumulative mistakes), sampled")
+    internal: InternalPublic | None = Field(description="recycling's internal trials")
+    learners: list[MemberPublic] | None = Field(description="V-Combine's basic learners")
+    leader: str | None = Field(description="the V-Combine learner with fewest recent mistakes")
+    experts: dict[str, float] | None = Field(description="sub-expert weights of the model")
+    summary_version: int = Field(description="the version internal/learners/experts are at")

@@ -32,13 +32,14 @@ import orjson
 from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
 from app.live import Applied, InvalidConfig, LiveModel, StateReplaced, build_model
+from app.summary import summarize
 from models.base import UnknownLabel
 from models.instance import Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
 from models.state import InvalidState
 from storage.codec import encode_instance
 from storage.errors import Conflict, CorruptData, ModelNotFound
-from storage.repository import LogGap, ModelStore, StoredModel, Sync
+from storage.repository import LogGap, ModelStore, Statistics, StoredModel, Sync
 
 __all__ = ["ModelService"]
 
@@ -46,6 +47,7 @@ log = logging.getLogger("committee.service")
 T = TypeVar("T")
 LIMIT = 2_000  # log entries returned per script reply
 FLUSH_DELAY = 0.05  # seconds before outcomes of an idle model are folded
+SUMMARY_EVERY = 0.5  # seconds between a worker's summaries of one model
 
 
 class ModelService:
@@ -85,6 +87,9 @@ class ModelService:
                 continue
         return out
 
+    async def statistics(self, name: str) -> Statistics:
+        return await self.store.read_statistics(name, int(time.time() * 1000))
+
     async def delete_model(self, name: str) -> None:
         self._live.pop(name, None)
         await self.store.delete(name)
@@ -97,9 +102,16 @@ class ModelService:
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
             m = self._live.get(name)
-            if m is None:
-                m = await self._load(name)
-                self._live[name] = m
+            for attempt in range(3):
+                if m is not None:
+                    break
+                try:
+                    m = await self._load(name)
+                except LogGap:  # a newer snapshot trimmed the log meanwhile: again
+                    if attempt == 2:
+                        raise
+            assert m is not None
+            self._live[name] = m
             return m
 
     async def _load(self, name: str) -> LiveModel:
@@ -192,6 +204,12 @@ class ModelService:
             self._flushing.discard(m.name)
             if m.unfolded:
                 await self._sync(m)
+            now = time.monotonic()
+            if m.summary_version != m.version and now - m.summary_at >= SUMMARY_EVERY:
+                m.summary_at, version = now, m.version
+                doc = orjson.dumps(summarize(m))
+                await self.store.save_summary(m.name, m.incarnation, version, doc)
+                m.summary_version = version
         except Exception as e:  # the next call folds them anyway
             log.warning("folding outcomes of model %s failed: %s", m.name, e)
         finally:

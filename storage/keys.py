@@ -10,9 +10,11 @@ and one Lua script may touch them all::
     <prefix>:{<name>}:pending        sorted set: unlabelled trial id -> deadline (ms)
     <prefix>:{<name>}:trials         sorted set: kept trial id -> purge time (ms)
     <prefix>:{<name>}:curve          list: "<trial>:<mistakes>" points, down-sampled
+    <prefix>:{<name>}:window         list: the same every 10 trials, the last 1,000 trials
+    <prefix>:{<name>}:summary        string: JSON a worker derives from the learner
     <prefix>:{<name>}:trial:<id>     hash: one prediction (instance, label, outcome)
 
-The Lua scripts derive the last two from the meta key by replacing its ``meta`` suffix
+The Lua scripts derive trial keys from the meta key by replacing its ``meta`` suffix
 (``base(meta) .. ':trial:' .. id``), so the layout above must stay in step with them.
 """
 
@@ -34,7 +36,17 @@ def models_key(prefix: str) -> str:
 class Keys:
     """The keys of one model."""
 
-    __slots__ = ("base", "curve", "log", "meta", "pending", "snapshot", "trials")
+    __slots__ = (
+        "base",
+        "curve",
+        "log",
+        "meta",
+        "pending",
+        "snapshot",
+        "summary",
+        "trials",
+        "window",
+    )
 
     def __init__(self, prefix: str, name: str) -> None:
         if not _NAME.match(name):
@@ -46,9 +58,21 @@ class Keys:
         self.pending = f"{self.base}:pending"
         self.trials = f"{self.base}:trials"
         self.curve = f"{self.base}:curve"
+        self.window = f"{self.base}:window"
+        self.summary = f"{self.base}:summary"
 
     def trial(self, trial_id: str) -> str:
         return f"{self.base}:trial:{trial_id}"
 
     def all_fixed(self) -> list[str]:
-        return [self.meta, self.log, self.snapshot, self.pending, self.trials, self.curve]
+        """The keys every script takes, in the order of its KEYS (see storage.scripts)."""
+        return [
+            self.meta,
+            self.log,
+            self.snapshot,
+            self.pending,
+            self.trials,
+            self.curve,
+            self.window,
+            self.summary,
+        ]

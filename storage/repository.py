@@ -27,6 +27,7 @@ __all__ = [
     "ModelStore",
     "PredictResult",
     "RawEntry",
+    "Statistics",
     "StoredModel",
     "Sync",
 ]
@@ -77,6 +78,19 @@ class StoredModel:
     confusion: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class Statistics:
+    """What a dashboard polls, read without any learner state."""
+
+    model: StoredModel
+    pending: int
+    overdue: int  # past the deadline, not yet swept into ``expired``
+    curve: list[tuple[int, int]]
+    window: list[tuple[int, int]]
+    summary_version: int
+    summary: dict[str, Any] | None
+
+
 _COUNTERS = ("predictions", "labelled", "learned", "mistakes", "updates", "expired", "late_labels")
 
 
@@ -96,6 +110,14 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _points(raw: list[bytes], what: str) -> list[tuple[int, int]]:
+    out = []
+    for pt in raw:
+        t, _, m = pt.partition(b":")
+        out.append((_int(t, what), _int(m, what)))
+    return out
+
+
 def _int(v: Any, what: str) -> int:
     if isinstance(v, int):
         return v
@@ -111,7 +133,16 @@ class ModelStore:
         self._keys: dict[str, Keys] = {}
         self._scripts = {
             name: client.register_script(getattr(scripts, name))
-            for name in ("CREATE", "SYNC", "PREDICT", "LABEL", "LEARN", "SNAPSHOT", "IMPORT")
+            for name in (
+                "CREATE",
+                "SYNC",
+                "PREDICT",
+                "LABEL",
+                "LEARN",
+                "SNAPSHOT",
+                "IMPORT",
+                "SUMMARY",
+            )
         }
 
     def keys(self, name: str) -> Keys:
@@ -176,6 +207,10 @@ class ModelStore:
             raw = await self.client.hgetall(self.keys(name).meta)
         if not raw:
             raise ModelNotFound(name)
+        return self._meta(name, raw)
+
+    @staticmethod
+    def _meta(name: str, raw: dict[Any, Any]) -> StoredModel:
         meta = {_text(k): v for k, v in raw.items()}
         try:
             config = orjson.loads(meta["config"])
@@ -196,9 +231,47 @@ class ModelStore:
             out.counters[c] = _int(meta.get(c, b"0"), c)
         for key, v in meta.items():
             if key.startswith("c:"):
-                _, y, p = key.split(":")
-                out.confusion[_int(y, key), _int(p, key)] = _int(v, key)
+                parts = key.split(":")
+                if len(parts) != 3:
+                    raise CorruptData(f"model {name!r}: counter {key!r}")
+                out.confusion[_int(parts[1], key), _int(parts[2], key)] = _int(v, key)
         return out
+
+    async def read_statistics(self, name: str, now_ms: int) -> Statistics:
+        """Counters, pending trials, the mistake curves and the learner summary, in one
+        round trip."""
+        k = self.keys(name)
+        async with _redis_errors():
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hgetall(k.meta)
+            pipe.zcount(k.pending, f"({now_ms}", "+inf")
+            pipe.zcount(k.pending, "-inf", now_ms)
+            pipe.lrange(k.curve, 0, -1)
+            pipe.lrange(k.window, 0, -1)
+            pipe.hmget(k.summary, "version", "doc")
+            meta, pending, overdue, curve, window, (sv, doc) = await pipe.execute()
+        if not meta:
+            raise ModelNotFound(name)
+        summary = None
+        if doc is not None:
+            try:
+                summary = orjson.loads(doc)
+            except orjson.JSONDecodeError:
+                raise CorruptData(f"model {name!r}: summary is not JSON") from None
+            if not isinstance(summary, dict):
+                raise CorruptData(f"model {name!r}: summary is not an object")
+        return Statistics(
+            model=self._meta(name, meta),
+            pending=int(pending),
+            overdue=int(overdue),
+            curve=_points(curve, "curve"),
+            window=_points(window, "window"),
+            summary_version=-1 if sv is None else _int(sv, "summary version"),
+            summary=summary,
+        )
+
+    async def save_summary(self, name: str, incarnation: str, version: int, doc: bytes) -> None:
+        await self._run("SUMMARY", name, self._fixed(name), [incarnation, version, doc])
 
     async def read_snapshot(self, name: str) -> tuple[int, bytes] | None:
         async with _redis_errors():

@@ -3,7 +3,8 @@
 Every script takes the same fixed keys, all of one model (see :mod:`storage.keys`)::
 
     KEYS[1] meta   KEYS[2] log   KEYS[3] snapshot   KEYS[4] pending   KEYS[5] trials
-    KEYS[6] curve  KEYS[7..]     one trial hash per item (predict, label)
+    KEYS[6] curve  KEYS[7] window     KEYS[8] summary
+    KEYS[9..]      one trial hash per item (predict, label)
 
 and starts with ``ARGV[1]`` = the model's incarnation: a script for a model that was
 deleted (and perhaps re-created) replies ``{'gone'}`` and writes nothing.
@@ -23,12 +24,14 @@ outcome any number of times.
 
 from __future__ import annotations
 
-__all__ = ["CREATE", "IMPORT", "LABEL", "LEARN", "PREDICT", "SNAPSHOT", "SYNC"]
+__all__ = ["CREATE", "IMPORT", "LABEL", "LEARN", "PREDICT", "SNAPSHOT", "SUMMARY", "SYNC"]
 
-CURVE_POINTS = 512
+CURVE_POINTS = 512  # the mistake curve keeps at most this many points
+WINDOW_STEP, WINDOW_POINTS = 10, 101  # the sliding window: the last 1,000 trials
 
 _PRELUDE = f"""
 local meta = KEYS[1]
+local WINDOW_STEP, WINDOW_POINTS = {WINDOW_STEP}, {WINDOW_POINTS}
 local base = string.sub(meta, 1, -6)
 
 local function now_ms()
@@ -70,6 +73,10 @@ local function fold(payload)
         if redis.call('HGET', key, 'q') == tostring(seq) then
           redis.call('HSET', key, 'u', u)
         end
+      end
+      if seq % WINDOW_STEP == 0 then
+        redis.call('RPUSH', KEYS[7], seq .. ':' .. mistakes)
+        redis.call('LTRIM', KEYS[7], -WINDOW_POINTS, -1)
       end
       if seq % step == 0 then
         redis.call('RPUSH', KEYS[6], seq .. ':' .. mistakes)
@@ -115,7 +122,7 @@ CREATE = """
 -- ARGV: 1 incarnation, 2 config (JSON)
 -- Reply: {'ok'} or {'exists'}
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'incarnation', ARGV[1], 'config', ARGV[2], 'created', t[1],
            'version', 0, 'folded', 0, 'mistakes', 0, 'curve_step', 1)
@@ -158,7 +165,7 @@ local ttl = tonumber(ARGV[4])
 local grace = math.max(ttl, 60000)
 local results, created = {}, 0
 for i = 7, #ARGV, 4 do
-  local key = KEYS[7 + (i - 7) / 4]
+  local key = KEYS[9 + (i - 7) / 4]
   local id, x = ARGV[i], ARGV[i + 1]
   local old = redis.call('HMGET', key, 'x', 'p', 's', 'v', 'y')
   if old[2] then
@@ -198,7 +205,7 @@ local now = now_ms()
 sweep(now)
 local results, applied = {}, 0
 for i = 5, #ARGV, 2 do
-  local key = KEYS[7 + (i - 5) / 2]
+  local key = KEYS[9 + (i - 5) / 2]
   local id, y = ARGV[i], ARGV[i + 1]
   local r = redis.call('HMGET', key, 'x', 'p', 'd', 'y', 'q', 'u')
   if not r[2] then
@@ -292,5 +299,18 @@ redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3])
 redis.call('HSET', meta, 'version', version, 'folded', version)
 redis.call('HINCRBY', meta, 'imports', 1)
 return {'ok', version}
+"""
+)
+
+SUMMARY = (
+    _PRELUDE
+    + """
+-- ARGV: 1 incarnation, 2 version the summary describes, 3 summary (JSON)
+-- Reply: {'ok'}; keeps the newer of the stored and the given summary
+local cur = tonumber(redis.call('HGET', KEYS[8], 'version') or '-1')
+if tonumber(ARGV[2]) > cur then
+  redis.call('HSET', KEYS[8], 'version', ARGV[2], 'doc', ARGV[3])
+end
+return {'ok'}
 """
 )

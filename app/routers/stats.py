@@ -1,0 +1,66 @@
+"""Statistics for dashboards: cheap to poll, no learner state loaded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from app.deps import NameDep, ServiceDep
+from app.schemas import StatsPublic, WindowPublic
+from storage.repository import Statistics
+from storage.scripts import WINDOW_POINTS
+
+router = APIRouter(prefix="/v1/models/{name}", tags=["statistics"])
+
+
+def _rate(mistakes: int, trials: int) -> float | None:
+    return mistakes / trials if trials > 0 else None
+
+
+def public(s: Statistics) -> StatsPublic:
+    m = s.model
+    labels = [str(v) for v in m.config.get("labels", [])]
+
+    def label(c: int) -> str:
+        return labels[c] if 0 <= c < len(labels) else str(c)
+
+    confusion: dict[str, dict[str, int]] = {}
+    for (y, p), n in sorted(m.confusion.items()):
+        confusion.setdefault(label(y), {})[label(p)] = n
+    # the window list holds a point every WINDOW_STEP trials; until it is full it starts
+    # at trial 0
+    full = len(s.window) >= WINDOW_POINTS
+    (t0, m0) = s.window[0] if full else (0, 0)
+    (t1, m1) = s.window[-1] if s.window else (0, 0)
+    summary: dict[str, Any] = s.summary or {}
+    c = m.counters
+    return StatsPublic(
+        name=m.name,
+        version=m.version,
+        folded=m.folded,
+        predictions=c["predictions"],
+        labelled=c["labelled"],
+        learned=c["learned"],
+        pending=s.pending,
+        expired=c["expired"] + s.overdue,
+        late_labels=c["late_labels"],
+        mistakes=c["mistakes"],
+        updates=c["updates"],
+        error_rate=_rate(c["mistakes"], m.folded),
+        window=WindowPublic(trials=t1 - t0, mistakes=m1 - m0, error_rate=_rate(m1 - m0, t1 - t0)),
+        confusion=confusion,
+        curve=s.curve,
+        internal=summary.get("internal"),
+        learners=summary.get("learners"),
+        leader=summary.get("leader"),
+        experts=summary.get("experts"),
+        summary_version=s.summary_version,
+    )
+
+
+@router.get("/stats")
+async def stats(name: NameDep, service: ServiceDep) -> StatsPublic:
+    """Counters, error rates, confusion counts, the mistake curve, and what the learner
+    shows: recycling's internal mistakes, V-Combine's leader, fusion weights."""
+    return public(await service.statistics(name))
