@@ -1,0 +1,74 @@
+"""A Python client for the Committee service: blocking (:class:`Client`) and asyncio
+(:class:`AsyncClient`), typed results, one exception per failure, safe retries.
+
+>>> from client import Client, Retry
+>>> c = Client("http://127.0.0.1:8000", timeout=5, retry=Retry(attempts=4))
+>>> c.retry.attempts
+4
+>>> c.close()
+
+Retries are safe by design: a tracked ``predict`` always carries a trial id (made up by
+the client when not given) so a repeat returns the stored prediction, and a repeated
+identical ``label`` returns the same answer. ``learn`` is not idempotent on the service
+and is retried only when the request certainly did not reach it.
+"""
+
+from client._async import AsyncClient
+from client._retry import Retry
+from client._sync import Client
+from client.errors import (
+    CommitteeError,
+    Conflict,
+    ConnectionFailed,
+    InvalidInput,
+    NotFound,
+    ServerError,
+    TooLarge,
+    Unavailable,
+)
+from client.types import (
+    BatchItem,
+    Counters,
+    Instance,
+    ItemError,
+    Label,
+    Labelled,
+    Learned,
+    LearnerKind,
+    LearnerParameter,
+    LearnerStats,
+    Model,
+    Prediction,
+    State,
+    Stats,
+    Window,
+)
+
+__all__ = [
+    "AsyncClient",
+    "BatchItem",
+    "Client",
+    "CommitteeError",
+    "Conflict",
+    "ConnectionFailed",
+    "Counters",
+    "Instance",
+    "InvalidInput",
+    "ItemError",
+    "Label",
+    "Labelled",
+    "Learned",
+    "LearnerKind",
+    "LearnerParameter",
+    "LearnerStats",
+    "Model",
+    "NotFound",
+    "Prediction",
+    "Retry",
+    "ServerError",
+    "State",
+    "Stats",
+    "TooLarge",
+    "Unavailable",
+    "Window",
+]
