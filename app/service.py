@@ -199,18 +199,29 @@ class ModelService:
             self._spawn(self._flush(m))
 
     async def _flush(self, m: LiveModel) -> None:
+        """Fold outcomes and publish the summary until both are up to date."""
         try:
             await asyncio.sleep(FLUSH_DELAY)
-            self._flushing.discard(m.name)
-            if m.unfolded:
-                await self._sync(m)
-            now = time.monotonic()
-            if m.summary_version != m.version and now - m.summary_at >= SUMMARY_EVERY:
-                m.summary_at, version = now, m.version
+            while True:
+                if m.unfolded:
+                    before = m.folded
+                    m = await self._sync(m)
+                    if m.unfolded and m.folded == before:
+                        log.warning("model %s: outcomes after %d do not fold", m.name, before)
+                        return
+                if m.summary_version == m.version:
+                    if not m.unfolded:
+                        return
+                    continue
+                wait = m.summary_at + SUMMARY_EVERY - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                m.summary_at, version = time.monotonic(), m.version
                 doc = orjson.dumps(summarize(m))
                 await self.store.save_summary(m.name, m.incarnation, version, doc)
                 m.summary_version = version
-        except Exception as e:  # the next call folds them anyway
+        except Exception as e:  # the next trial's call folds them anyway
             log.warning("folding outcomes of model %s failed: %s", m.name, e)
         finally:
             self._flushing.discard(m.name)
