@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import uvicorn
@@ -70,3 +71,52 @@ class Counting(httpx.HTTPTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.sent += 1
         return super().handle_request(request)
+
+
+class LossyProxy:
+    """An HTTP proxy on loopback that forwards each request to the service and, for the
+    first ``drop`` of them, hangs up instead of passing the answer back: the request was
+    applied, the client never hears so."""
+
+    def __init__(self, upstream: str, drop: int = 1) -> None:
+        self.upstream = httpx.Client(base_url=upstream, timeout=30)
+        self.drop = drop
+        self.forwarded = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def forward(self) -> None:
+                n = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(n) if n else None
+                headers = {"content-type": self.headers.get("content-type", "")}
+                r = proxy.upstream.request(self.command, self.path, content=body, headers=headers)
+                proxy.forwarded += 1
+                if proxy.drop > 0:
+                    proxy.drop -= 1
+                    self.close_connection = True
+                    return
+                self.send_response(r.status_code)
+                for key in ("content-type", "retry-after"):
+                    if key in r.headers:
+                        self.send_header(key, r.headers[key])
+                self.send_header("content-length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            do_GET = do_POST = do_PUT = do_DELETE = forward
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> LossyProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.upstream.close()
