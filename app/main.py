@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialNotFound
 from app.limits import BodyLimit
-from app.routers import health, models, stats, trials
+from app.routers import health, models, stats, stream, trials
 from app.service import ModelService
 from app.status import error_status
 from storage.client import close, connect
@@ -55,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(trials.router)
     app.include_router(stats.router)
+    app.include_router(stream.router)
 
     @app.exception_handler(BadInput)
     async def bad_input(request: Request, e: BadInput) -> JSONResponse:

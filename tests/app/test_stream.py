@@ -1,0 +1,97 @@
+"""The WebSocket stream: the REST semantics over one connection."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import websockets
+
+from models.datasets import MajorityProblem
+
+FUSION = {
+    "labels": ["cat", "dog"],
+    "input": {"experts": {"expert_names": ["a", "b"]}},
+    "learner": {"kind": "committee"},
+}
+
+
+def ws_url(api_url: str, name: str) -> str:
+    return api_url.replace("http://", "ws://") + f"/v1/models/{name}/stream"
+
+
+async def exchange(url: str, messages: list[Any]) -> list[dict[str, Any]]:
+    async with websockets.connect(url) as ws:
+        for m in messages:
+            await ws.send(m if isinstance(m, str) else orjson.dumps(m).decode())
+        return [orjson.loads(await ws.recv()) for _ in messages]
+
+
+def test_stream_predict_label_learn(api_url: str, client: httpx.Client, model_name: str) -> None:
+    client.post("/v1/models", json={"name": model_name, **FUSION})
+    inst = {"experts": {"a": "cat", "b": "dog"}}
+    msgs: list[Any] = [
+        {"op": "predict", "id": 1, "instance": inst, "trial_id": "t1"},
+        {"op": "label", "id": "two", "trial_id": "t1", "label": "dog"},
+        {"op": "label", "id": 3, "trial_id": "t1", "label": "dog"},
+        {"op": "label", "id": 4, "trial_id": "t1", "label": "cat"},
+        {"op": "learn", "id": 5, "instance": inst, "label": "cat"},
+        "not json",
+        {"op": "fly", "id": 7},
+        {"op": "learn", "id": 8, "instance": {"experts": {"zz": "cat"}}, "label": "cat"},
+        {"op": "label", "id": 9, "trial_id": "t1"},
+        {"op": "predict", "id": 10, "instance": inst, "track": False},
+    ]
+    got = asyncio.run(exchange(ws_url(api_url, model_name), msgs))
+    assert [g["id"] for g in got] == [1, "two", 3, 4, 5, None, 7, 8, 9, 10]
+    assert got[0]["result"]["trial_id"] == "t1" and got[0]["result"]["label"] == "cat"
+    assert got[1]["result"] == got[2]["result"]  # exactly once
+    assert got[1]["result"]["mistake"] is True and got[1]["result"]["updated"] is True
+    assert got[3]["error"]["status"] == 409
+    assert got[4]["result"]["label"] == "cat"
+    assert got[5]["error"]["field"] == "message" and got[6]["error"]["field"] == "op"
+    assert got[7]["error"]["status"] == 422 and "zz" in got[7]["error"]["message"]
+    assert got[8]["error"]["field"] == "label"
+    assert got[9]["result"]["trial_id"] is None
+    assert client.get(f"/v1/models/{model_name}").json()["version"] == 2
+
+
+def test_unknown_model_closes_with_4404(api_url: str) -> None:
+    async def go() -> int | None:
+        async with websockets.connect(ws_url(api_url, "ghost")) as ws:
+            with pytest.raises(websockets.ConnectionClosed):
+                await ws.recv()
+            return ws.close_code
+
+    assert asyncio.run(go()) == 4404
+
+
+def test_pipelined_stream_equals_rest(api_url: str, client: httpx.Client, model_name: str) -> None:
+    """Many requests in flight are applied in order, as the same trials one by one."""
+    problem = MajorityProblem(n=20, r=10, k=5, noise=0.05)
+    names = [f"e{i}" for i in range(problem.n_experts)]
+    body = {
+        "labels": list(range(5)),
+        "input": {"experts": {"expert_names": names}},
+        "learner": {"kind": "committee", "alpha": 1.2},
+    }
+    for name in (model_name, model_name + "-rest"):
+        client.post("/v1/models", json={"name": name, **body})
+    import numpy as np
+
+    xs, ys, _ = problem.sample(400, np.random.default_rng(5))
+    items = []
+    for x, y in zip(xs, ys, strict=True):
+        dense = x.dense(problem.n_experts, 5)
+        votes = {names[e]: [float(v) for v in dense[e]] for e in range(problem.n_experts)}
+        items.append({"instance": {"experts": votes}, "label": int(y)})
+    msgs = [{"op": "learn", "id": i, **item} for i, item in enumerate(items)]
+    got = asyncio.run(exchange(ws_url(api_url, model_name), msgs))
+    rest = client.post(f"/v1/models/{model_name}-rest/learn/batch", json={"items": items})
+    assert [g["result"] for g in got] == [i["result"] for i in rest.json()["items"]]
+    a = client.get(f"/v1/models/{model_name}/state").json()["state"]
+    b = client.get(f"/v1/models/{model_name}-rest/state").json()["state"]
+    assert a == b
