@@ -15,7 +15,9 @@ and is retried only when the request certainly did not reach it.
 
 from client._async import AsyncClient
 from client._retry import Retry
+from client._stream import AsyncStream
 from client._sync import Client
+from client._sync_stream import Stream
 from client.errors import (
     CommitteeError,
     Conflict,
@@ -30,6 +32,7 @@ from client.types import (
     BatchItem,
     Counters,
     Instance,
+    Internal,
     ItemError,
     Label,
     Labelled,
@@ -46,6 +49,7 @@ from client.types import (
 
 __all__ = [
     "AsyncClient",
+    "AsyncStream",
     "BatchItem",
     "Client",
     "CommitteeError",
@@ -53,6 +57,7 @@ __all__ = [
     "ConnectionFailed",
     "Counters",
     "Instance",
+    "Internal",
     "InvalidInput",
     "ItemError",
     "Label",
@@ -68,6 +73,7 @@ __all__ = [
     "ServerError",
     "State",
     "Stats",
+    "Stream",
     "TooLarge",
     "Unavailable",
     "Window",

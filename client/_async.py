@@ -12,6 +12,7 @@ import httpx
 from client import _calls as calls
 from client._http import DEFAULT_URL, connection_failed, error_of, read_json, retry_log
 from client._retry import DEFAULT_RETRY, Retry, retry_policy
+from client._stream import WINDOW, AsyncStream, stream_url
 from client.errors import CommitteeError
 from client.types import (
     BatchItem,
@@ -207,3 +208,14 @@ class AsyncClient:
     ) -> list[BatchItem[Learned]]:
         """Learn several (instance, label) in order; retried like ``learn``."""
         return await self._run(calls.learn_batch(name, items))
+
+    # -- stream ----------------------------------------------------------------------
+
+    def stream(self, name: str, *, window: int = WINDOW) -> AsyncStream:
+        """A WebSocket stream to model ``name``, to use as ``async with c.stream(name) as s``.
+
+        ``window`` bounds the requests a ``*_many`` call keeps in flight. The stream is
+        not retried; see :class:`~client._stream.AsyncStream`.
+        """
+        url = stream_url(self.base_url, name)
+        return AsyncStream(url, self.headers, self.timeout, window)

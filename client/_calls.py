@@ -141,7 +141,7 @@ def stats(name: str) -> Call[Stats]:
     return Call("GET", _model(name, "stats"), Stats.model_validate)
 
 
-def _predict_item(instance: Instance, trial_id: str | None, track: bool) -> dict[str, Any]:
+def predict_item(instance: Instance, trial_id: str | None, track: bool) -> dict[str, Any]:
     item: dict[str, Any] = {"instance": dict(instance), "track": track}
     if track:  # an untracked predict stores nothing, and needs no id to be retried
         item["trial_id"] = trial_id or new_trial_id()
@@ -151,7 +151,7 @@ def _predict_item(instance: Instance, trial_id: str | None, track: bool) -> dict
 
 
 def predict(name: str, instance: Instance, trial_id: str | None, track: bool) -> Call[Prediction]:
-    body = _predict_item(instance, trial_id, track)
+    body = predict_item(instance, trial_id, track)
     return Call("POST", _model(name, "predict"), Prediction.model_validate, body)
 
 
@@ -175,7 +175,7 @@ def predict_batch(
     ids = [None] * len(xs) if trial_ids is None else list(trial_ids)
     if len(ids) != len(xs):
         raise ValueError(f"{len(ids)} trial ids for {len(xs)} instances: expected one each")
-    items = [_predict_item(x, t, track) for x, t in zip(xs, ids, strict=True)]
+    items = [predict_item(x, t, track) for x, t in zip(xs, ids, strict=True)]
     path = _model(name, "predict", "batch")
     return Call("POST", path, lambda b: _predictions(b["items"]), {"items": items})
 

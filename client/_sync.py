@@ -12,6 +12,8 @@ import httpx
 from client import _calls as calls
 from client._http import DEFAULT_URL, connection_failed, error_of, read_json, retry_log
 from client._retry import DEFAULT_RETRY, Retry, retry_policy
+from client._stream import WINDOW, stream_url
+from client._sync_stream import Stream
 from client.errors import CommitteeError
 from client.types import (
     BatchItem,
@@ -203,3 +205,13 @@ class Client:
     ) -> list[BatchItem[Learned]]:
         """Learn several (instance, label) in order; retried like ``learn``."""
         return self._run(calls.learn_batch(name, items))
+
+    # -- stream ----------------------------------------------------------------------
+
+    def stream(self, name: str, *, window: int = WINDOW) -> Stream:
+        """A WebSocket stream to model ``name``, to use as ``with c.stream(name) as s``.
+
+        ``window`` bounds the requests a ``*_many`` call sends ahead of their answers.
+        The stream is not retried; see :class:`~client._sync_stream.Stream`.
+        """
+        return Stream(stream_url(self.base_url, name), self.headers, self.timeout, window)

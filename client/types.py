@@ -17,6 +17,7 @@ __all__ = [
     "BatchItem",
     "Counters",
     "Instance",
+    "Internal",
     "ItemError",
     "Label",
     "Labelled",
@@ -162,6 +163,14 @@ class Window(_Out):
     error_rate: float | None
 
 
+class Internal(_Out):
+    """Recycling's own trials: what its learner saw, including recycled ones."""
+
+    trials: int
+    mistakes: int
+    updates: int
+
+
 class LearnerStats(_Out):
     name: str
     mistakes: int
@@ -186,7 +195,7 @@ class Stats(_Out):
     window: Window
     confusion: dict[str, dict[str, int]]
     curve: list[tuple[int, int]]
-    internal: dict[str, int] | None = None
+    internal: Internal | None = None
     learners: list[LearnerStats] | None = None
     leader: str | None = None
     experts: dict[str, float] | None = None

@@ -14,6 +14,7 @@ from client import (
     Client,
     CommitteeError,
     Conflict,
+    Internal,
     InvalidInput,
     Labelled,
     Learned,
@@ -22,7 +23,9 @@ from client import (
     NotFound,
     Prediction,
     State,
+    Stats,
     TooLarge,
+    Window,
 )
 
 
@@ -239,3 +242,40 @@ def test_names_are_quoted(client: Client) -> None:
     with pytest.raises(CommitteeError) as e:
         client.model("a/b")
     assert e.value.status in (404, 422)
+
+
+def test_stats(client: Client, name: str) -> None:
+    client.create_model(name, **FUSION)
+    rng = np.random.default_rng(5)
+    learned = client.learn_batch(name, [({"experts": votes(rng)}, "cat") for _ in range(20)])
+    client.predict(name, {"experts": votes(rng)})
+    deadline = time.monotonic() + 15
+    while True:
+        s = client.stats(name)
+        if s.folded == s.version == s.summary_version or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert isinstance(s, Stats) and isinstance(s.window, Window)
+    mistakes = sum(o.unwrap().mistake for o in learned)
+    assert (s.name, s.version, s.learned, s.pending, s.predictions) == (name, 20, 20, 1, 1)
+    assert s.mistakes == mistakes and s.error_rate == mistakes / 20
+    assert sum(s.confusion["cat"].values()) == 20
+    assert s.curve[-1] == (20, mistakes)
+    assert s.window.trials == 20 and s.window.mistakes == mistakes
+    assert s.experts is not None and abs(sum(s.experts.values()) - 1) < 1e-9
+    assert s.internal is None and s.learners is None and s.leader is None
+    with pytest.raises(NotFound):
+        client.stats(name + "-none")
+
+
+def test_recycling_stats_are_typed(client: Client, name: str) -> None:
+    learner = {"kind": "recycling", "size": 5, "learner": {"kind": "committee"}}
+    client.create_model(name, **{**FUSION, "learner": learner})
+    rng = np.random.default_rng(6)
+    client.learn_batch(name, [({"experts": votes(rng)}, "dog") for _ in range(10)])
+    deadline = time.monotonic() + 15
+    s = client.stats(name)
+    while s.internal is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        s = client.stats(name)
+    assert isinstance(s.internal, Internal) and s.internal.trials >= 10
