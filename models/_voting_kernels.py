@@ -16,9 +16,15 @@ from __future__ import annotations
 
 from numba import njit
 
-from models._dispatch import ALMA, BALANCED, subexpert_scores_into, weight_scale
+from models._dispatch import (
+    ALMA,
+    BALANCED,
+    effective_weight,
+    subexpert_scores_into,
+    weight_scale,
+)
 from models._kernels import argmax_first, linear_max_scores_into
-from models.averaging import _averaged_scores
+from models.averaging import _averaged_scores, _weight
 from models.recycling import _push, _trial
 
 __all__ = ["buffer_record", "members_trial"]
@@ -105,14 +111,14 @@ def _flush(acc, seen, mark, base, W, rows, e, p):  # type: ignore[no-untyped-def
 # The entry points take their arrays and lists one by one: numba types a tuple argument
 # in Python on every call, which would cost more than the trial.
 @njit(cache=True, nogil=True)
-def members_trial(
+def members_trial(  # type: ignore[no-untyped-def]
     a, b, v, c, best,
     role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF,
     us, IA, IB, IV, ILEN, IY, ICNT, RING, INTERNAL,
     SW, SSCALE, nheld,
     BA, BB, BV, BLEN, BY, BCNT, BRING,
     wf, wi, cur, vote, preds, status, delta,
-):  # type: ignore[no-untyped-def]  # fmt: skip  # pragma: no cover
+):  # fmt: skip  # pragma: no cover
     """One V-Combine trial of every member; see the module docstring.
 
     The member lists (role ... COEF) are those of :func:`member_scores`; then come the
@@ -160,18 +166,51 @@ def members_trial(
 
 
 @njit(cache=True, nogil=True)
-def buffer_record(
+def buffer_record(  # type: ignore[no-untyped-def]
     g, role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF,
-    BA, BB, BV, BLEN, BY, BCNT, BRING, out,
-):  # type: ignore[no-untyped-def]  # fmt: skip  # pragma: no cover
-    """How many of the buffered instances member g's current hypothesis predicts correctly."""
+    BA, BB, BV, BLEN, BY, BCNT, BRING, out, dense,
+):  # fmt: skip  # pragma: no cover
+    """How many of the buffered instances member g's current hypothesis predicts correctly.
+
+    When the buffer holds more non-zeros than there are sub-experts, member g's weights
+    are computed once for every sub-expert (into ``dense``), as its own scores compute
+    them, and each instance sums them in the same order, so the predictions are the same.
+    """
     member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF)
     s = BLEN.shape[0]
+    once = dense.shape[0] <= BLEN.sum()
+    if once:
+        _member_weights(g, member, dense)
     correct = 0
     for r in range(BRING[1]):
         j = (BRING[0] + r) % s
         m = BLEN[j]
-        member_scores(g, member, BA[j, :m], BB[j, :m], BV[j, :m], out)
+        if once:
+            out[:] = 0.0
+            for t in range(m):
+                out[BB[j, t] if out.shape[0] > 1 else 0] += dense[BA[j, t]] * BV[j, t]
+        else:
+            member_scores(g, member, BA[j, :m], BB[j, :m], BV[j, :m], out)
         if argmax_first(out) == BY[j]:
             correct += 1
     return correct
+
+
+@njit(cache=True, nogil=True)
+def _member_weights(g, member, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Member g's weight of every sub-expert, in the form its scores multiply."""
+    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF = member
+    if role[g] == 0:
+        i = idx[g]
+        base = fams[i] % 100
+        W = Ws[i]
+        scale = weight_scale(base, Ss[i], Ps[i])
+        for e in range(out.shape[0]):
+            out[e] = effective_weight(base, W, scale, e)
+        return
+    j, i = idx[g], lead[g]
+    T = TOTALS[j]
+    scale = weight_scale(fams[i] % 100, Ss[i], Ps[i]) if T[1] == 0.0 else 1.0
+    acc, seen, mark, coef = ACC[j], SEEN[j], MARK[j], COEF[j]
+    for e in range(out.shape[0]):
+        out[e] = _weight(acc, seen, mark, T[0], T[1], scale, coef, e)

@@ -10,9 +10,9 @@ from numba import njit
 
 from models._dispatch import (
     ALMA,
+    BALANCED,
     COMMITTEE,
     SUBEXPERT_RUNNER_UP,
-    effective_weight,
     learn_any,
     weight_scale,
 )
@@ -46,48 +46,55 @@ def _push(a, b, v, c, count, ia, ib, iv, ilen, iy, icnt, ring):  # type: ignore[
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _item_prediction(fam, W, S, P, ia, ib, iv, j, m, out):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """The prediction of a multi-class family for stored item j, read in place.
-
-    Sums in the same order and form as the family's own trial, so it predicts the same.
-    """
-    base = fam % 100  # the committee families fall to the plain weight row
-    scale = weight_scale(base, S, P)
-    out[:] = 0.0
-    for t in range(m):
-        out[ib[j, t]] += effective_weight(base, W, scale, ia[j, t]) * iv[j, t]
-    return argmax_first(out)
+def _item_scores(base, W, scale, ia, ib, iv, j, m, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Scores of stored item j for a family with weight form ``base`` (see
+    ``effective_weight``), read in place. Each class sums its terms in item order, as the
+    family's own trial does, so both predict alike; one loop per form keeps it fast."""
+    for c in range(out.shape[0]):
+        out[c] = 0.0
+    if base == BALANCED:
+        for t in range(m):
+            i = ia[j, t]
+            out[ib[j, t]] += (W[i, 0] - W[i, 1]) * iv[j, t]
+    elif base == ALMA:
+        for t in range(m):
+            out[ib[j, t]] += (scale * W[1, ia[j, t]]) * iv[j, t]
+    else:
+        for t in range(m):
+            out[ib[j, t]] += W[0, ia[j, t]] * iv[j, t]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _item_is_settled(fam, W, S, P, ia, ib, iv, j, m, yj, out):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """True when a runner-up sub-expert learner certainly makes no update on item j.
+def _item_is_settled(ia, ib, iv, j, m, yj, s, mass, P, limit, roots):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """True when a runner-up sub-expert learner certainly makes no update on item j, whose
+    scores are ``s``.
 
     That needs a correct prediction with s_y - s_c above the learner's margin threshold
-    times ||z||_p, where c is the runner-up and z = x^y - x^c. By Minkowski's inequality
-    ||z||_p <= ||x^y||_p + ||x^c||_p, which the scoring loop gathers on the way, so the test
-    is cheap and conservative (a small slack covers rounding); undecided items take the
-    full trial.
+    (``limit``, 0 for learners other than ALMA, whose ``P[0]`` is p) times ||z||_p, where
+    c is the runner-up and z = x^y - x^c. By Minkowski's inequality ||z||_p <= ||x^y||_p +
+    ||x^c||_p, so the test is cheap and conservative (a small slack covers rounding);
+    undecided items take the full trial. ``roots[i]`` holds i ** (1/p) for the whole
+    masses of one-hot votes.
     """
-    k = out.shape[0] // 2
-    s, mass = out[:k], out[k:]
-    s[:] = 0.0
-    mass[:] = 0.0
-    base = fam % 100
-    scale = weight_scale(base, S, P)
-    for t in range(m):
-        c, v = ib[j, t], iv[j, t]
-        s[c] += effective_weight(base, W, scale, ia[j, t]) * v
-        if base == ALMA:
-            mass[c] += 1.0 if abs(v) == 1.0 else abs(v) ** P[0]
     if argmax_first(s) != yj:
         return False
     c = runner_up(s, yj)
     gap = s[yj] - s[c] - 1e-9 * (abs(s[yj]) + abs(s[c]))
-    if base == ALMA:  # update iff margin / ||z||_p <= (1 - alpha) B sqrt(p - 1) / sqrt(k)
-        limit = (1.0 - P[1]) * P[2] * np.sqrt(P[0] - 1.0) / np.sqrt(S[2])
-        return gap > limit * (mass[yj] ** (1.0 / P[0]) + mass[c] ** (1.0 / P[0]))
-    return gap > 0.0
+    if limit == 0.0:
+        return gap > 0.0
+    mass[:] = 0.0
+    for t in range(m):
+        v = iv[j, t]
+        mass[ib[j, t]] += 1.0 if abs(v) == 1.0 else abs(v) ** P[0]
+    return gap > limit * (_root(mass[yj], P[0], roots) + _root(mass[c], P[0], roots))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _root(mass, p, roots):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """mass ** (1/p), looked up when mass is a whole number in the table."""
+    if mass < roots.shape[0] and mass == np.floor(mass):
+        return roots[int(mass)]
+    return mass ** (1.0 / p)
 
 
 @njit(cache=True, nogil=True)
@@ -96,6 +103,8 @@ def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, intern
 
     Labels are class indices; binary families (below COMMITTEE) see them as +1/-1.
     ``internal`` counts internal trials, mistakes and updates. Returns (prediction, status).
+    An item is not tried again while the learner has not updated since it last left the
+    learner unchanged: the same state would give the same outcome, which is counted again.
     """
     binary = fam < COMMITTEE
     y = 1 - 2 * c if binary else c
@@ -110,7 +119,17 @@ def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, intern
     # only a wrong one goes through the full trial.
     on_mistakes = COMMITTEE <= fam < SUBEXPERT_RUNNER_UP
     runner_up_family = fam >= SUBEXPERT_RUNNER_UP
-    wk = np.empty(2 * k)
+    base = fam % 100
+    alma = runner_up_family and base == ALMA
+    s_mass = np.empty(2 * k)
+    roots = np.empty(ia.shape[1] + 1 if alma else 0)
+    for i in range(roots.shape[0]):
+        roots[i] = float(i) ** (1.0 / P[0])
+    updates = 0  # internal updates so far in this trial
+    unchanged = np.full(s, -1)  # item j last left the learner unchanged after that many
+    wrong = np.zeros(s, dtype=np.bool_)  # ... and whether that was an internal mistake
+    scaled = -1  # the number of updates when scale and limit were last computed
+    scale = limit = 0.0
     changed = True
     while changed:
         changed = False
@@ -118,21 +137,33 @@ def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, intern
             j = (ring[0] + r) % s
             if icnt[j] >= u:
                 continue
+            internal[0] += 1
+            if unchanged[j] == updates:
+                internal[1] += wrong[j]
+                continue
             yj = 1 - 2 * iy[j] if binary else iy[j]
             m = ilen[j]
-            if on_mistakes and _item_prediction(fam, W, S, P, ia, ib, iv, j, m, wf[:k]) == yj:
-                internal[0] += 1
-                continue
-            if runner_up_family and _item_is_settled(fam, W, S, P, ia, ib, iv, j, m, yj, wk):
-                internal[0] += 1
-                continue
+            unchanged[j], wrong[j] = updates, False
+            if scaled != updates:
+                scale, scaled = weight_scale(base, S, P), updates
+                if alma:  # update iff margin / ||z||_p <= (1 - alpha) B sqrt(p-1) / sqrt(k)
+                    limit = (1.0 - P[1]) * P[2] * np.sqrt(P[0] - 1.0) / np.sqrt(S[2])
+            if on_mistakes or runner_up_family:
+                _item_scores(base, W, scale, ia, ib, iv, j, m, s_mass[:k])
+                if on_mistakes and argmax_first(s_mass[:k]) == yj:
+                    continue
+                if runner_up_family and _item_is_settled(
+                    ia, ib, iv, j, m, yj, s_mass[:k], s_mass[k:], P, limit, roots
+                ):
+                    continue
             p2, st2 = learn_any(fam, W, S, P, ia[j, :m], ib[j, :m], iv[j, :m], k, yj, wf, wi)
-            internal[0] += 1
-            if p2 != yj:
-                internal[1] += 1
+            wrong[j] = p2 != yj
+            internal[1] += wrong[j]
             if st2 == 1:
                 icnt[j] += 1
                 internal[2] += 1
+                updates += 1
+                unchanged[j] = -1
                 changed = True
             elif st2 == 2:  # an update the learner refuses: retire the item
                 icnt[j] = u

@@ -339,7 +339,8 @@ class VCombine(Learner):
         self.buffer_: deque[tuple[Any, int]] = deque(maxlen=self.r)
         self.slots_ = self._initial_slots()
         self._loaded: dict[str, np.ndarray] = {}
-        self._fast: CompiledMembers | bool | None = None  # built at the next trial
+        self._fast: CompiledMembers | None = None  # built at the next trial
+        self._fast_tried = False
 
     def _initial_slots(self) -> list[_Slot]:
         return [_Slot(t, *window(t, 1, self.window)) for t in targets(1, self.h)]
@@ -469,10 +470,10 @@ class VCombine(Learner):
         """The compiled view of the members (:mod:`models.voting_fast`), if they allow one."""
         if not self._compiled:
             return None
-        if self._fast is None:
-            self._fast = CompiledMembers.of(self) or False
+        if not self._fast_tried:
+            self._fast, self._fast_tried = CompiledMembers.of(self), True
         fast = self._fast
-        if fast is False:
+        if fast is None:
             return None
         m = x.expert.shape[0]
         if not fast.fits(m):  # widen the stores as their own trials would, then look again
@@ -522,7 +523,7 @@ class VCombine(Learner):
 
     def _record(self, g: int) -> tuple[int, int]:
         """(correct, tried) of learner g's current hypothesis on the r-buffer."""
-        if self._fast:
+        if self._fast is not None:
             return self._fast.record(g), len(self.buffer_)
         # Buffered instances were checked on arrival, and the learners share the labels.
         inner = self.learners_[g]
@@ -653,7 +654,7 @@ class VCombine(Learner):
         slots = self._rebuild_slots(loaded, fresh)
         buffer = self._rebuild_buffer(loaded)
         self.learners_, self.slots_, self.buffer_ = fresh, slots, buffer
-        self._fast = None
+        self._fast, self._fast_tried = None, False
 
     def _rebuild_slots(self, loaded: dict[str, np.ndarray], fresh: list[Learner]) -> list[_Slot]:
         table, reals, weights = (loaded[n] for n in ("slot_table_", "slot_reals_", "slot_weights_"))

@@ -17,7 +17,7 @@ on their own while V-Combine holds them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numba
 import numpy as np
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["CompiledMembers"]
 
 _FAMILIES = (BALANCED, PERCEPTRON, ALMA)
+_KernelState = tuple[int, np.ndarray, np.ndarray, np.ndarray]
 _STORE = ("items_a_", "items_b_", "items_v_", "items_len_", "items_y_", "items_count_")
 _SUMS = ("acc_", "seen_", "mark_", "totals_")  # an averaged member's running sums
 
@@ -68,19 +69,18 @@ class CompiledMembers:
         idx = np.zeros(v, dtype=np.int64)
         lead = np.zeros(v, dtype=np.int64)
         where = {g: i for i, g in enumerate(recycled)}
-        states = []
-        for i, g in enumerate(recycled):
-            idx[g] = i
-            states.append(members[g].learner_.kernel_state())
+        store = [cast(Recycling, members[g]) for g in recycled]
+        states = [cast(_KernelState, r.learner_.kernel_state()) for r in store]
+        idx[recycled] = np.arange(len(recycled))
         averaged = sorted(leaders)
         for j, g in enumerate(averaged):
             role[g], idx[g], lead[g] = 1, j, where[leaders[g]]
-        store = [members[g] for g in recycled]
-        avg: list[Averaging] = [members[g] for g in averaged]  # type: ignore[misc]
+        avg = [cast(Averaging, members[g]) for g in averaged]
         self.width = min(r.items_a_.shape[1] for r in store) if store else 1
         self.member = (
             role, idx, lead, np.array([s[0] for s in states], dtype=np.int64),
-            *(_typed([s[n] for s in states]) for n in (1, 2, 3)),
+            _typed([s[1] for s in states]), _typed([s[2] for s in states]),
+            _typed([s[3] for s in states]),
             *(_typed([getattr(a, n) for a in avg], True) for n in _SUMS),
             _typed([a._coef for a in avg]),
         )  # fmt: skip
@@ -99,6 +99,7 @@ class CompiledMembers:
         cur, vote = np.empty(self.k), np.empty(self.k)
         out = [np.zeros(v, dtype=np.int64) for _ in range(3)]
         self.work = (wf, wi, cur, vote, *out)
+        self.dense = np.empty(vc.input_size)
 
     @classmethod
     def of(cls, vc: VCombine) -> CompiledMembers | None:
@@ -148,12 +149,13 @@ class CompiledMembers:
         held = [s.hypothesis for s in vc.slots_ if s.hypothesis is not None]
         if [id(h) for h in held] == self.held:
             return
-        assert all(isinstance(h, LinearMaxHypothesis) for h in held)
+        linear = [cast(LinearMaxHypothesis, h) for h in held]
+        assert all(isinstance(h, LinearMaxHypothesis) for h in linear)
         self.held = [id(h) for h in held]
         weights = np.zeros((len(held), vc.input_size))
-        for j, h in enumerate(held):
-            weights[j] = h.weights  # type: ignore[union-attr]
-        scales = np.array([h.scale for h in held], dtype=np.float64)  # type: ignore[union-attr]
+        for j, h in enumerate(linear):
+            weights[j] = h.weights
+        scales = np.array([h.scale for h in linear], dtype=np.float64)
         self.slots = (weights, scales, len(held))
 
     def trial(self, x: Any, c: int, best: int) -> tuple[int, int, int]:
@@ -166,42 +168,39 @@ class CompiledMembers:
 
     def record(self, g: int) -> int:
         """How many buffered instances member g's current hypothesis predicts correctly."""
-        return int(buffer_record(g, *self.member, *self.buffer, self.work[2]))
+        work, dense = self.work[2], self.dense
+        return int(buffer_record(g, *self.member, *self.buffer, work, dense))  # type: ignore[call-arg]
 
     def settle(self, vc: VCombine, c: int, failed: int) -> tuple[np.ndarray, bool]:
         """Count the trial in every member as ``learn`` and ``follow`` would; return which
         members made a mistake and whether any updated. Raise on a refused update."""
         preds, status, delta = (a.tolist() for a in self.work[4:])
         members = vc.learners_
-        wrong = np.zeros(len(members), dtype=bool)
+        wrong = [p != c for p in preds]
         changed = False
-        for g in self.recycled:
+        for g in self.recycled:  # as Recycling._learn, then Learner.learn
             if failed >= 0 and g >= failed:
-                break
+                kind = members[failed].learner_.kind  # type: ignore[attr-defined]
+                raise OverflowError(f"{kind} refused an update that would overflow")
             r = members[g]
-            updated = status[g] == 1
+            r.trials_ += 1
             r.version_ += delta[g]
-            r.learner_.version_ += delta[g] + updated
-            _count(r, preds[g] != c, updated)
-            wrong[g] = preds[g] != c
-            changed |= updated
-        if failed >= 0:
-            raise OverflowError(
-                f"{members[failed].learner_.kind} refused an update that would overflow"
-            )
-        for g, i in self.leaders.items():
+            r.learner_.version_ += delta[g]  # type: ignore[attr-defined]
+            if wrong[g]:
+                r.mistakes_ += 1
+            if status[g] == 1:
+                r.updates_ += 1
+                r.version_ += 1
+                r.learner_.version_ += 1  # type: ignore[attr-defined]
+                changed = True
+        for g, i in self.leaders.items():  # as Averaging.follow
             a = members[g]
+            a.trials_ += 1
             if members[i].version_ > 0:  # once B has moved, the average moves every trial
                 a.version_ += 1
-            _count(a, preds[g] != c, status[i] == 1)
-            wrong[g] = preds[g] != c
-        return wrong, changed
-
-
-def _count(learner: Any, mistake: bool, updated: bool) -> None:
-    learner.trials_ += 1
-    if mistake:
-        learner.mistakes_ += 1
-    if updated:
-        learner.updates_ += 1
-        learner.version_ += 1
+            if wrong[g]:
+                a.mistakes_ += 1
+            if status[i] == 1:
+                a.updates_ += 1
+                a.version_ += 1
+        return np.array(wrong, dtype=bool), changed
