@@ -12,7 +12,8 @@ from fastapi.responses import JSONResponse
 from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialNotFound
 from app.limits import BodyLimit
-from app.routers import health, models, stats, stream, trials
+from app.metrics import RequestMetrics
+from app.routers import health, metrics, models, stats, stream, trials
 from app.service import ModelService
 from app.status import error_status
 from storage.client import close, connect
@@ -51,7 +52,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestMetrics)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(models.router)
     app.include_router(trials.router)
     app.include_router(stats.router)

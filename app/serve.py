@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -77,6 +78,10 @@ def serve(args: argparse.Namespace) -> int:
         else:
             log.info("Using the Redis at %s", redact(settings.redis_url))
         os.environ.update(environment(settings))
+        if settings.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            # request metrics of all workers, summed at each scrape
+            metrics_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="metrics-"))
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         try:
             uvicorn.run(
                 APP_FACTORY,

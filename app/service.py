@@ -90,6 +90,15 @@ class ModelService:
     async def statistics(self, name: str) -> Statistics:
         return await self.store.read_statistics(name, int(time.time() * 1000))
 
+    async def all_statistics(self) -> list[Statistics]:
+        out = []
+        for name in await self.store.names():
+            try:
+                out.append(await self.statistics(name))
+            except ModelNotFound:  # deleted meanwhile
+                continue
+        return out
+
     async def delete_model(self, name: str) -> None:
         self._live.pop(name, None)
         await self.store.delete(name)

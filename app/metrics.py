@@ -1,0 +1,111 @@
+"""Prometheus metrics: request latencies of this process and every model's counters.
+
+Model counters are read from Redis when scraped, so every worker reports the same, true
+values. Request histograms are per process; with several workers `committee serve` sets
+``PROMETHEUS_MULTIPROC_DIR`` and they are summed over the workers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from storage.repository import Statistics
+
+__all__ = ["CONTENT_TYPE", "RequestMetrics", "render"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+REQUESTS = Histogram(
+    "committee_request_duration_seconds",
+    "HTTP request latency by route, method and status",
+    ["method", "route", "status"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+)
+
+_COUNTERS = {
+    "version": "trials applied (the model log's length)",
+    "predictions": "tracked predictions made",
+    "labelled": "labels applied",
+    "learned": "trials learned with a known label",
+    "mistakes": "mistakes among folded trials",
+    "updates": "trials on which the learner changed",
+    "expired": "predictions whose label deadline passed",
+    "late_labels": "labels refused after the deadline",
+}
+
+
+class RequestMetrics:
+    """ASGI middleware timing every HTTP request by its route template."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def tracked(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "unmatched"
+            REQUESTS.labels(scope["method"], path, str(status)).observe(time.perf_counter() - start)
+
+
+class _Models:
+    """A collector over statistics read just before the scrape."""
+
+    def __init__(self, stats: Iterable[Statistics]) -> None:
+        self.stats = list(stats)
+
+    def collect(self) -> Iterable[Metric]:
+        families = {
+            name: CounterMetricFamily(f"committee_model_{name}", doc, labels=["model"])
+            for name, doc in _COUNTERS.items()
+        }
+        pending = GaugeMetricFamily(
+            "committee_model_pending", "predictions waiting for a label", labels=["model"]
+        )
+        for s in self.stats:
+            m = s.model
+            values = {**m.counters, "version": m.version}
+            values["expired"] += s.overdue
+            for name, family in families.items():
+                family.add_metric([m.name], values[name])
+            pending.add_metric([m.name], s.pending)
+        yield from families.values()
+        yield pending
+
+
+def render(stats: Iterable[Statistics]) -> bytes:
+    """The exposition text: this process's (or all workers') requests and the models."""
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        MultiProcessCollector(registry)
+    else:
+        registry.register(_Process())
+    registry.register(_Models(stats))
+    return generate_latest(registry)
+
+
+class _Process:
+    """This process's request histogram (single-process mode)."""
+
+    def collect(self) -> Iterable[Metric]:
+        yield from REQUESTS.collect()
