@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping
+from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
 
@@ -37,10 +38,12 @@ class Stream:
         self.url, self.headers, self.timeout, self.window = url, dict(headers), timeout, window
         self._ws: ClientConnection | None = None
         self._ids = itertools.count()
+        self._closing = ExitStack()
 
     def __enter__(self) -> Stream:
         try:
-            self._ws = connect(self.url, additional_headers=self.headers, open_timeout=self.timeout)
+            opening = connect(self.url, additional_headers=self.headers, open_timeout=self.timeout)
+            self._ws = self._closing.enter_context(opening)
         except (OSError, TimeoutError, InvalidStatus) as e:
             raise open_error(e) from e
         return self
@@ -51,8 +54,7 @@ class Stream:
         self.close()
 
     def close(self) -> None:
-        if self._ws is not None:
-            self._ws.close()
+        self._closing.close()
 
     def _open(self) -> ClientConnection:
         if self._ws is None:
