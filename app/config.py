@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -37,4 +38,7 @@ class Settings(BaseSettings):
     max_staleness_ms: float = Field(
         default=50.0, ge=0, description="a worker re-reads a model's log before predicting if older"
     )
-    log_level: str = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: one object per line, for log pipelines"
+    )

@@ -25,13 +25,14 @@ import uvicorn
 from pydantic import ValidationError
 
 from app.config import Settings
+from app.logs import log_config
 from storage.server import EmbeddedRedis, RedisServerError
 
 log = logging.getLogger("committee.serve")
 
 APP_FACTORY = "app.main:create_app"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-OPTIONS = ("host", "port", "workers", "redis_url", "data_dir", "log_level")
+OPTIONS = ("host", "port", "workers", "redis_url", "data_dir", "log_level", "log_format")
 
 
 def add_parser(sub: Any) -> None:
@@ -51,6 +52,7 @@ def add_parser(sub: Any) -> None:
         help="private Redis's directory [COMMITTEE_DATA_DIR, committee-data]",
     )
     p.add_argument("--log-level", choices=LOG_LEVELS, help="[COMMITTEE_LOG_LEVEL, info]")
+    p.add_argument("--log-format", choices=("json", "text"), help="[COMMITTEE_LOG_FORMAT, json]")
     p.set_defaults(func=serve)
 
 
@@ -90,6 +92,7 @@ def serve(args: argparse.Namespace) -> int:
                 port=settings.port,
                 workers=settings.workers,
                 log_level=settings.log_level,
+                log_config=log_config(settings.log_level, settings.log_format),
             )
         except KeyboardInterrupt:
             return 128 + signal.SIGINT
