@@ -99,7 +99,7 @@ class AsyncClient:
                 if r.is_success:
                     return call.read(read_json(r))
                 error = error_of(r)
-            wait = self.retry.after(error, attempt, call.idempotent)
+            wait = self.retry.after(error, attempt, call.idempotent) if call.retried else None
             if wait is None:
                 raise error
             retry_log(call, error, attempt, self.retry.attempts, wait)
@@ -108,7 +108,7 @@ class AsyncClient:
     # -- service ---------------------------------------------------------------------
 
     async def alive(self) -> bool:
-        """Whether the service process answers (``GET /healthz``); never raises."""
+        """Whether the service process answers (``GET /healthz``); no retries, never raises."""
         try:
             await self._run(calls.alive())
         except CommitteeError:
@@ -116,7 +116,7 @@ class AsyncClient:
         return True
 
     async def ready(self) -> bool:
-        """Whether the service and its Redis answer (``GET /readyz``); never raises."""
+        """Whether the service and its Redis answer (``GET /readyz``); no retries, never raises."""
         try:
             await self._run(calls.ready())
         except CommitteeError:

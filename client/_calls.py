@@ -31,13 +31,15 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class Call(Generic[R]):
-    """One request and the reading of its answer; ``idempotent`` allows retrying it."""
+    """One request and the reading of its answer; ``idempotent`` allows retrying it
+    after any failure, ``retried`` False never retries it (a probe answers at once)."""
 
     method: str
     path: str
     read: Callable[[Any], R]
     body: Any = None
     idempotent: bool = True
+    retried: bool = True
 
     def content(self) -> bytes | None:
         return None if self.body is None else encode(self.body)
@@ -81,11 +83,11 @@ def _none(_: Any) -> None:
 
 
 def alive() -> Call[dict[str, Any]]:
-    return Call("GET", "/healthz", dict)
+    return Call("GET", "/healthz", dict, retried=False)
 
 
 def ready() -> Call[dict[str, Any]]:
-    return Call("GET", "/readyz", dict)
+    return Call("GET", "/readyz", dict, retried=False)
 
 
 def create_model(

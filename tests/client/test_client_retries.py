@@ -58,7 +58,8 @@ def test_503_is_retried_then_raised_and_learn_is_not(
         with pytest.raises(Unavailable):  # it may have been applied before the failure
             c.learn(name, INST, "cat")
         assert counting.sent == 1
-        assert not c.ready() and c.alive()
+        counting.sent = 0
+        assert not c.ready() and c.alive() and counting.sent == 2  # probes: no retries
         own_redis.start()
         p = c.predict(name, INST)
         assert c.label(name, p.trial_id or "", "cat").mistake
