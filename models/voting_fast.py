@@ -32,7 +32,7 @@ from models.recycling import Recycling
 from models.subexpert import SubExpert
 
 if TYPE_CHECKING:
-    from models.voting import VCombine
+    from models.voting_trial import VotingTrial
 
 __all__ = ["CompiledMembers"]
 
@@ -61,7 +61,7 @@ def _contiguous(*arrays: np.ndarray) -> bool:
 class CompiledMembers:
     """Views of a V-Combine's members for the compiled trial; build with :meth:`of`."""
 
-    def __init__(self, vc: VCombine, recycled: list[int], leaders: dict[int, int]) -> None:
+    def __init__(self, vc: VotingTrial, recycled: list[int], leaders: dict[int, int]) -> None:
         members = vc.learners_
         v = len(members)
         self.k = vc.n_classes
@@ -102,7 +102,7 @@ class CompiledMembers:
         self.dense = np.empty(vc.input_size)
 
     @classmethod
-    def of(cls, vc: VCombine) -> CompiledMembers | None:
+    def of(cls, vc: VotingTrial) -> CompiledMembers | None:
         """The compiled view of ``vc``'s members, or None when some member needs the
         reference path."""
         if vc.input_kind != "experts" or vc.vote_normalize != "none":
@@ -127,7 +127,7 @@ class CompiledMembers:
             return None
         return cls(vc, recycled, leaders)
 
-    def _pack_buffer(self, vc: VCombine, width: int) -> tuple[np.ndarray, ...]:
+    def _pack_buffer(self, vc: VotingTrial, width: int) -> tuple[np.ndarray, ...]:
         r = vc.r
         width = max([width, *(len(x) for x, _ in vc.buffer_)])
         ba = np.zeros((r, width), dtype=np.int64)
@@ -144,7 +144,7 @@ class CompiledMembers:
         """Whether an instance of m non-zeros fits every store and the buffer."""
         return m <= self.width and m <= self.buffer[0].shape[1]
 
-    def pack_slots(self, vc: VCombine) -> None:
+    def pack_slots(self, vc: VotingTrial) -> None:
         """Take the slot hypotheses' weights afresh if the held ones changed."""
         held = [s.hypothesis for s in vc.slots_ if s.hypothesis is not None]
         if [id(h) for h in held] == self.held:
@@ -171,7 +171,7 @@ class CompiledMembers:
         work, dense = self.work[2], self.dense
         return int(buffer_record(g, *self.member, *self.buffer, work, dense))  # type: ignore[call-arg]
 
-    def settle(self, vc: VCombine, c: int, failed: int) -> tuple[np.ndarray, bool]:
+    def settle(self, vc: VotingTrial, c: int, failed: int) -> tuple[np.ndarray, bool]:
         """Count the trial in every member as ``learn`` and ``follow`` would; return which
         members made a mistake and whether any updated. Raise on a refused update."""
         preds, status, delta = (a.tolist() for a in self.work[4:])
