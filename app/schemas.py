@@ -65,7 +65,7 @@ class Counters(BaseModel):
 class ModelPublic(BaseModel):
     name: str
     labels: list[Label]
-    input: InputConfig
+    input: dict[str, Any] = Field(description="the input config as created (see InputConfig)")
     learner: dict[str, Any]
     label_ttl: float
     created: int = Field(description="Unix time of creation")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 from typing import Any
 
@@ -29,6 +30,7 @@ from storage.errors import ModelNotFound
 from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN
 
 router = APIRouter(tags=["stream"])
+log = logging.getLogger("committee.stream")
 
 QUEUE = 1024  # requests read ahead of their answers
 BATCH = 512  # requests applied in one call at most
@@ -122,9 +124,9 @@ async def _apply(
             results = await service.label(name, args)
         else:
             results = await service.learn(name, args)
-    except Exception as e:
+    except Exception as e:  # answered per request; the stream goes on
         if error_status(e)[0] == 500:
-            raise
+            log.exception("stream of model %s: %s", name, e)
         return [_error(r.id, e) for r in group], isinstance(e, ModelNotFound)
     frames = [
         _error(r.id, res) if isinstance(res, Exception) else _result(r.id, res)
