@@ -13,7 +13,7 @@ from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialNotFound
 from app.limits import BodyLimit
 from app.metrics import RequestMetrics
-from app.routers import health, metrics, models, stats, stream, trials
+from app.routers import dashboard, health, metrics, models, stats, stream, trials
 from app.service import ModelService
 from app.status import error_status
 from storage.client import close, connect
@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(trials.router)
     app.include_router(stats.router)
     app.include_router(stream.router)
+    app.include_router(dashboard.router)
 
     @app.exception_handler(BadInput)
     async def bad_input(request: Request, e: BadInput) -> JSONResponse:

@@ -1,0 +1,404 @@
+// Committee dashboard: polls the JSON API and updates every model's card in place.
+//
+// ?every=<ms> sets the polling period (default 1000, at least 100). Charts are drawn as
+// inline SVG; nothing is fetched from anywhere but this service.
+"use strict";
+
+(() => {
+  const SVG = "http://www.w3.org/2000/svg";
+  const MAX_BARS = 16; // sub-expert weights shown per model, the largest ones
+  const CONCURRENCY = 8; // stats requests in flight at once
+  const REFRESH_MS = 5000; // stats of an unchanged model are read again after this long
+  const CONTEXT = new Set(["kind", "learner", "learners", "labels", "n_features", "n_experts"]);
+
+  const every = (() => {
+    const v = Number.parseInt(new URLSearchParams(location.search).get("every") ?? "", 10);
+    return Number.isFinite(v) ? Math.min(Math.max(v, 100), 60000) : 1000;
+  })();
+
+  const grid = document.getElementById("models");
+  const template = document.getElementById("card-template");
+  const cards = new Map(); // name -> {el, field(name), key, stats, fetched}
+  let polls = 0;
+
+  // ---- formatting -----------------------------------------------------------------------
+
+  const ints = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+  const int = (v) => (v === null || v === undefined ? "—" : ints.format(v));
+  const rate = (v) => (v === null || v === undefined ? "—" : `${(100 * v).toFixed(2)} %`);
+  const weight = (w) => (Math.abs(w) >= 0.001 || w === 0 ? w.toPrecision(3) : w.toExponential(1));
+  const clock = (d) => d.toLocaleTimeString("en-GB", { hour12: false });
+
+  function describe(spec) {
+    if (!spec || typeof spec !== "object") return String(spec);
+    const params = Object.entries(spec)
+      .filter(([k, v]) => !CONTEXT.has(k) && v !== null && v !== undefined)
+      .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`);
+    let text = params.length ? `${spec.kind}(${params.join(", ")})` : String(spec.kind);
+    if (Array.isArray(spec.learners)) {
+      text += ` over ${spec.learners.map(describe).join(" | ")}`;
+    }
+    if (spec.learner && typeof spec.learner === "object") text += ` / ${describe(spec.learner)}`;
+    return text;
+  }
+
+  function describeInput(input) {
+    const parts = [];
+    const experts = input?.experts;
+    if (experts) {
+      const n = experts.expert_names?.length;
+      parts.push(n ? `${n} sub-experts` : "sub-experts");
+    }
+    const attrs = input?.attributes;
+    if (attrs) {
+      const n = attrs.n_features ?? attrs.feature_names?.length ?? attrs.hashing?.n_features;
+      parts.push(n ? `${int(n)} attributes` : "attributes");
+    }
+    return parts.join(" + ");
+  }
+
+  // ---- DOM helpers ----------------------------------------------------------------------
+
+  function svg(tag, attrs, parent) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    if (parent) parent.appendChild(el);
+    return el;
+  }
+
+  function text(el, value) {
+    if (el.textContent !== value) el.textContent = value;
+  }
+
+  function setStatus(state, message) {
+    const box = document.getElementById("status");
+    box.dataset.state = state;
+    box.title = message;
+    text(document.getElementById("status-text"), message);
+  }
+
+  // "nice" upper bound and tick step for an axis from 0 to max
+  function ticks(max, count) {
+    if (!(max > 0)) return { top: 1, step: 1 };
+    const raw = max / count;
+    const mag = 10 ** Math.floor(Math.log10(raw));
+    const step = [1, 2, 5, 10].map((f) => f * mag).find((s) => s >= raw);
+    const rounded = Math.max(1, step);
+    return { top: Math.ceil(max / rounded) * rounded, step: rounded };
+  }
+
+  // ---- cards ----------------------------------------------------------------------------
+
+  function makeCard(name) {
+    const el = template.content.firstElementChild.cloneNode(true);
+    el.dataset.model = name;
+    const fields = new Map();
+    for (const f of el.querySelectorAll("[data-field]")) fields.set(f.dataset.field, f);
+    const card = {
+      el,
+      field: (n) => fields.get(n),
+      panel: (n) => el.querySelector(`[data-panel="${n}"]`),
+      key: null,
+      stats: null,
+      fetched: 0,
+    };
+    text(card.field("name"), name);
+    setupHover(card);
+    return card;
+  }
+
+  function syncCards(models) {
+    const names = models.map((m) => m.name).sort();
+    for (const [name, card] of cards) {
+      if (!names.includes(name)) {
+        card.el.remove();
+        cards.delete(name);
+      }
+    }
+    let previous = null;
+    for (const name of names) {
+      let card = cards.get(name);
+      if (!card) {
+        card = makeCard(name);
+        cards.set(name, card);
+      }
+      const want = previous ? previous.nextSibling : grid.firstChild;
+      if (card.el !== want) grid.insertBefore(card.el, want);
+      previous = card.el;
+    }
+    text(document.getElementById("model-count"), String(names.length));
+    text(document.getElementById("model-noun"), names.length === 1 ? "model" : "models");
+    document.getElementById("empty").hidden = names.length > 0;
+  }
+
+  function renderModel(card, m) {
+    text(card.field("kind"), m.learner?.kind ?? "?");
+    const labels = `${m.labels.length} labels`;
+    text(card.field("spec"), [describe(m.learner), describeInput(m.input), labels].join(" · "));
+  }
+
+  function renderStats(card, s) {
+    const values = {
+      version: int(s.version),
+      mistakes: int(s.mistakes),
+      error_rate: rate(s.error_rate),
+      window_error_rate: rate(s.window.error_rate),
+      rate_trials: s.folded ? `all ${int(s.folded)}` : "",
+      window_trials: s.window.trials ? `last ${int(s.window.trials)}` : "",
+      window_mistakes: int(s.window.mistakes),
+      labelled: int(s.labelled),
+      learned: int(s.learned),
+      pending: int(s.pending),
+      expired: int(s.expired),
+      predictions: int(s.predictions),
+      updates: int(s.updates),
+      late_labels: int(s.late_labels),
+    };
+    for (const [name, value] of Object.entries(values)) text(card.field(name), value);
+    card.field("error_rate").dataset.value = s.error_rate ?? "";
+    card.field("window_error_rate").dataset.value = s.window.error_rate ?? "";
+
+    drawCurve(card, s.curve);
+    drawExperts(card, s.experts);
+    drawLearners(card, s.learners, s.leader);
+    const internal = card.panel("internal");
+    internal.hidden = !s.internal;
+    if (s.internal) {
+      for (const k of ["trials", "mistakes", "updates"]) {
+        text(card.field(`internal_${k}`), int(s.internal[k]));
+      }
+    }
+
+    const foot = card.field("freshness");
+    const summaryBehind = s.version > 0 && s.summary_version < s.version;
+    const behind = s.folded < s.version || summaryBehind;
+    foot.classList.toggle("lag", behind);
+    text(
+      foot,
+      `folded ${int(s.folded)} of ${int(s.version)} trials` +
+        (summaryBehind ? ` · learner summary at ${int(Math.max(s.summary_version, 0))}` : "") +
+        ` · read ${clock(new Date())}`,
+    );
+  }
+
+  // ---- the mistake curve ----------------------------------------------------------------
+
+  const CURVE = { w: 440, h: 180, left: 46, right: 14, top: 10, bottom: 26 };
+
+  function drawCurve(card, curve) {
+    const el = card.el.querySelector('[data-chart="curve"]');
+    el.replaceChildren();
+    el.dataset.points = String(curve.length);
+    const { w, h, left, right, top, bottom } = CURVE;
+    const pw = w - left - right;
+    const ph = h - top - bottom;
+    const last = curve.length ? curve[curve.length - 1] : [0, 0];
+    // the x axis ends at the last trial, so the curve always spans the chart
+    const xs = { top: Math.max(last[0], 1), step: ticks(last[0], 5).step };
+    const ys = ticks(Math.max(...curve.map((p) => p[1]), 1), 4);
+    const x = (t) => left + (pw * t) / xs.top;
+    const y = (m) => top + ph - (ph * m) / ys.top;
+    card.scale = { x, y, curve, xs };
+
+    for (let v = 0; v <= ys.top + 1e-9; v += ys.step) {
+      svg("line", { class: "gridline", x1: left, x2: w - right, y1: y(v), y2: y(v) }, el);
+      const label = svg("text", { x: left - 6, y: y(v) + 3.5, "text-anchor": "end" }, el);
+      label.textContent = int(v);
+    }
+    for (let v = 0; v <= xs.top + 1e-9; v += xs.step) {
+      svg("line", { class: "axis", x1: x(v), x2: x(v), y1: top + ph, y2: top + ph + 4 }, el);
+      const label = svg("text", { x: x(v), y: h - 8, "text-anchor": "middle" }, el);
+      label.textContent = int(v);
+    }
+    svg("line", { class: "axis", x1: left, x2: w - right, y1: top + ph, y2: top + ph }, el);
+
+    if (!curve.length) {
+      const note = svg("text", { class: "nodata", x: left + pw / 2, y: top + ph / 2 }, el);
+      note.setAttribute("text-anchor", "middle");
+      note.textContent = "no trials yet";
+      return;
+    }
+    const points = (curve[0][0] > 0 ? [[0, 0], ...curve] : curve).map(
+      ([t, m]) => `${x(t).toFixed(1)},${y(m).toFixed(1)}`,
+    );
+    const base = top + ph;
+    svg("path", { class: "area", d: `M${x(0)},${base}L${points.join("L")}L${x(last[0])},${base}Z` }, el);
+    svg("polyline", { class: "line", points: points.join(" ") }, el);
+    svg("circle", { class: "last", cx: x(last[0]), cy: y(last[1]), r: 3 }, el);
+    card.cross = svg("line", { class: "cross", x1: 0, x2: 0, y1: top, y2: base, visibility: "hidden" }, el);
+  }
+
+  function setupHover(card) {
+    const el = card.el.querySelector('[data-chart="curve"]');
+    const tip = card.el.querySelector(".tip");
+    el.addEventListener("mousemove", (event) => {
+      const s = card.scale;
+      if (!s || !s.curve.length) return;
+      const box = el.getBoundingClientRect();
+      const vx = ((event.clientX - box.left) / box.width) * CURVE.w;
+      const t = ((vx - CURVE.left) / (CURVE.w - CURVE.left - CURVE.right)) * s.xs.top;
+      let best = s.curve[0];
+      for (const p of s.curve) if (Math.abs(p[0] - t) < Math.abs(best[0] - t)) best = p;
+      card.cross.setAttribute("x1", s.x(best[0]));
+      card.cross.setAttribute("x2", s.x(best[0]));
+      card.cross.setAttribute("visibility", "visible");
+      tip.hidden = false;
+      tip.textContent = `trial ${int(best[0])}: ${int(best[1])} mistakes`;
+      const px = (s.x(best[0]) / CURVE.w) * box.width;
+      tip.style.left = `${Math.min(px + 8, box.width - tip.offsetWidth)}px`;
+    });
+    el.addEventListener("mouseleave", () => {
+      tip.hidden = true;
+      card.cross?.setAttribute("visibility", "hidden");
+    });
+  }
+
+  // ---- sub-expert weights ---------------------------------------------------------------
+
+  function drawExperts(card, experts) {
+    const panel = card.panel("experts");
+    const entries = experts ? Object.entries(experts) : [];
+    panel.hidden = entries.length === 0;
+    const el = panel.querySelector('[data-chart="experts"]');
+    el.replaceChildren();
+    entries.sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    const shown = entries.slice(0, MAX_BARS);
+    el.dataset.bars = String(shown.length);
+    el.dataset.total = String(entries.length);
+    text(
+      card.field("experts_note"),
+      entries.length > shown.length ? `largest ${shown.length} of ${entries.length}` : "",
+    );
+    if (!shown.length) return;
+
+    const row = 20;
+    const labelW = 150;
+    const valueW = 52;
+    const w = 440;
+    const barW = w - labelW - valueW;
+    const scale = Math.max(...shown.map(([, v]) => Math.abs(v))) || 1;
+    el.setAttribute("viewBox", `0 0 ${w} ${shown.length * row}`);
+    shown.forEach(([name, value], i) => {
+      const g = svg("g", { "data-expert": name, "data-weight": value }, el);
+      const y = i * row;
+      const label = svg("text", { class: "bar-label", x: labelW - 8, y: y + 14, "text-anchor": "end" }, g);
+      const short = name.replace(/^expert:/, "");
+      label.textContent = short.length > 24 ? `${short.slice(0, 23)}…` : short;
+      svg("title", {}, g).textContent = `${name}: ${value}`;
+      svg("rect", { class: "bar-track", x: labelW, y: y + 4, width: barW, height: 12, rx: 2 }, g);
+      const width = Math.max((barW * Math.abs(value)) / scale, value === 0 ? 0 : 1);
+      const cls = value < 0 ? "bar neg" : "bar";
+      svg("rect", { class: cls, x: labelW, y: y + 4, width: width.toFixed(1), height: 12, rx: 2 }, g);
+      const v = svg("text", { class: "bar-value", x: w, y: y + 14, "text-anchor": "end" }, g);
+      v.textContent = weight(value);
+    });
+  }
+
+  // ---- V-Combine's basic learners -------------------------------------------------------
+
+  function drawLearners(card, learners, leader) {
+    const panel = card.panel("learners");
+    panel.hidden = !learners || learners.length === 0;
+    if (panel.hidden) return;
+    text(card.field("leader"), leader ?? "—");
+    const body = panel.querySelector("tbody");
+    const most = Math.max(...learners.map((l) => l.mistakes), 1);
+    const rows = learners.map((l) => {
+      const tr = document.createElement("tr");
+      tr.dataset.learner = l.name;
+      tr.dataset.leader = String(l.name === leader);
+      const who = document.createElement("td");
+      who.className = "who";
+      who.textContent = l.name;
+      const meter = document.createElement("span");
+      meter.className = "meter";
+      const fill = document.createElement("span");
+      fill.style.width = `${((100 * l.mistakes) / most).toFixed(1)}%`;
+      meter.appendChild(fill);
+      who.appendChild(meter);
+      tr.appendChild(who);
+      for (const k of ["mistakes", "recent_mistakes"]) {
+        const td = document.createElement("td");
+        td.className = "num";
+        td.dataset.field = k;
+        td.textContent = int(l[k]);
+        tr.appendChild(td);
+      }
+      return tr;
+    });
+    body.replaceChildren(...rows);
+  }
+
+  // ---- polling --------------------------------------------------------------------------
+
+  async function getJSON(url) {
+    const r = await fetch(url, { cache: "no-store", headers: { Accept: "application/json" } });
+    if (!r.ok) {
+      const error = new Error(`GET /${url}: HTTP ${r.status}`);
+      error.status = r.status;
+      throw error;
+    }
+    return r.json();
+  }
+
+  // whether a model's stats are worth reading again: it changed, its outcomes or summary
+  // are still being folded, labels are pending (they expire with time), or it is a while
+  function due(card, m, now) {
+    const key = JSON.stringify([m.version, m.folded, m.counters]);
+    const s = card.stats;
+    const stale =
+      !s ||
+      key !== card.key ||
+      s.folded < s.version ||
+      s.summary_version < s.version ||
+      s.pending > 0 ||
+      now - card.fetched > REFRESH_MS;
+    return stale ? key : null;
+  }
+
+  async function readStats(jobs) {
+    const queue = [...jobs];
+    const worker = async () => {
+      for (let job = queue.shift(); job; job = queue.shift()) {
+        const { card, key, name } = job;
+        try {
+          const s = await getJSON(`v1/models/${encodeURIComponent(name)}/stats`);
+          card.stats = s;
+          card.key = key;
+          card.fetched = Date.now();
+          renderStats(card, s);
+        } catch (e) {
+          if (e.status !== 404) throw e; // deleted since the listing: gone next poll
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, queue.length) }, worker));
+  }
+
+  async function poll() {
+    try {
+      const { models } = await getJSON("v1/models");
+      syncCards(models);
+      const now = Date.now();
+      const jobs = [];
+      for (const m of models) {
+        const card = cards.get(m.name);
+        renderModel(card, m);
+        const key = due(card, m, now);
+        if (key !== null) jobs.push({ card, key, name: m.name });
+      }
+      await readStats(jobs);
+      setStatus("live", "live");
+      text(document.getElementById("updated"), clock(new Date()));
+    } catch (e) {
+      setStatus("error", `cannot reach the API (${e.message}); showing the last values`);
+    } finally {
+      polls += 1;
+      document.body.dataset.polls = String(polls);
+      setTimeout(poll, every);
+    }
+  }
+
+  text(document.getElementById("every"), int(every));
+  poll();
+})();

@@ -1,0 +1,244 @@
+"""The dashboard at ``/``: its files over HTTP, and what it shows in a real headless
+Chromium while trials go through the API."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from _browser import chromium, read_card, wait_for
+from selenium import webdriver
+
+from models.datasets import MajorityProblem
+
+PROBLEM = MajorityProblem(n=20, r=10, k=5, noise=0.05)
+NAMES = [f"clf{i}" for i in range(PROBLEM.n_experts)]
+MAX_BARS = 16  # as in dashboard.js
+EVERY_MS = 250
+COUNTERS = (
+    "version",
+    "labelled",
+    "learned",
+    "mistakes",
+    "pending",
+    "expired",
+    "predictions",
+    "updates",
+    "late_labels",
+)
+ASSETS = {
+    "static/dashboard.css": "text/css",
+    "static/dashboard.js": "text/javascript",
+}
+# an XML namespace names SVG elements; nothing is fetched from it
+NOT_FETCHED = {"http://www.w3.org/2000/svg"}
+
+
+# ---- the files --------------------------------------------------------------------------
+
+
+def test_page_and_assets_are_served_and_self_contained(client: httpx.Client) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    referenced = set(re.findall(r'(?:src|href)="([^"]+)"', page.text)) - {"data:,"}
+    assert referenced == set(ASSETS)
+    bodies = {"/": page.text}
+    for path, media_type in ASSETS.items():
+        r = client.get(f"/{path}")
+        assert r.status_code == 200, path
+        assert r.headers["content-type"] == f"{media_type}; charset=utf-8"
+        bodies[path] = r.text
+    for path, body in bodies.items():
+        urls = set(re.findall(r"https?://[^\s\"'`)]*", body)) - NOT_FETCHED
+        assert not urls, f"{path} refers to other hosts: {sorted(urls)}"
+        assert not re.search(r"""["'(]//\w""", body), f"{path} has a protocol-relative URL"
+    missing = client.get("/static/nothing.js")
+    assert missing.status_code == 404 and "dashboard.js" in missing.json()["detail"]
+    assert "/" not in client.get("/openapi.json").json()["paths"]
+
+
+# ---- in Chromium ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    with chromium() as driver:
+        yield driver
+
+
+@pytest.fixture
+def page(browser: webdriver.Chrome, api_url: str) -> webdriver.Chrome:
+    """The dashboard, open and polling every 250 ms."""
+    browser.get(f"{api_url}/?every={EVERY_MS}")
+    state = wait_for(
+        lambda: browser.execute_script("return document.getElementById('status').dataset.state"),
+        lambda s: s == "live",
+        "the first poll",
+    )
+    assert state == "live"
+    assert browser.find_element("id", "every").text == str(EVERY_MS)
+    # a reload would drop this: the page must update in place
+    browser.execute_script("window.__sameDocument = true")
+    return browser
+
+
+def items(n: int, seed: int) -> list[dict[str, Any]]:
+    xs, ys, _ = PROBLEM.sample(n, np.random.default_rng(seed))
+    out = []
+    for x, y in zip(xs, ys, strict=True):
+        dense = x.dense(PROBLEM.n_experts, PROBLEM.k)
+        votes = {NAMES[e]: int(np.argmax(dense[e])) for e in np.flatnonzero(dense.any(axis=1))}
+        out.append({"instance": {"experts": votes}, "label": int(y)})
+    return out
+
+
+def create(client: httpx.Client, name: str, learner: dict[str, Any]) -> None:
+    body = {
+        "name": name,
+        "labels": list(range(PROBLEM.k)),
+        "input": {"experts": {"expert_names": NAMES}},
+        "learner": learner,
+    }
+    r = client.post("/v1/models", json=body)
+    assert r.status_code == 201, r.text
+
+
+def learn(client: httpx.Client, name: str, n: int, seed: int) -> int:
+    """Learn ``n`` trials; the number of mistakes made."""
+    r = client.post(f"/v1/models/{name}/learn/batch", json={"items": items(n, seed)})
+    assert r.status_code == 200, r.text
+    return sum(bool(i["result"]["mistake"]) for i in r.json()["items"])
+
+
+def settled(client: httpx.Client, name: str) -> dict[str, Any]:
+    """Stats once every trial is folded and the learner summary has caught up."""
+    deadline = time.monotonic() + 15
+    while True:
+        s: dict[str, Any] = client.get(f"/v1/models/{name}/stats").json()
+        if s["folded"] == s["version"] == s["summary_version"] or time.monotonic() > deadline:
+            return s
+        time.sleep(0.05)
+
+
+def percent(rate: float | None) -> str:
+    """A rate as dashboard.js writes it: ``(100 * rate).toFixed(2)``, ties away from 0."""
+    if rate is None:
+        return "—"
+    exact = Decimal(100 * rate).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP)
+    return f"{exact} %"
+
+
+def expected(s: dict[str, Any]) -> dict[str, Any]:
+    """What the card should show for these stats."""
+    want: dict[str, Any] = {k: s[k] for k in COUNTERS}
+    want["error_rate"] = percent(s["error_rate"])
+    want["window_error_rate"] = percent(s["window"]["error_rate"])
+    want["window_mistakes"] = s["window"]["mistakes"]
+    want["points"] = len(s["curve"])
+    weights = sorted((s["experts"] or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    want["bars"] = [[n, w] for n, w in weights[:MAX_BARS]]
+    want["leader"] = s["leader"]
+    want["learners"] = [
+        [m["name"], m["name"] == s["leader"], m["mistakes"], m["recent_mistakes"]]
+        for m in s["learners"] or []
+    ]
+    return want
+
+
+def shown(card: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The same facts, as the page shows them."""
+    if card is None:
+        return None
+    fields = card["fields"]
+
+    def number(text: str) -> int | str:
+        return int(text.replace(",", "")) if re.fullmatch(r"[\d,]+", text) else text
+
+    got: dict[str, Any] = {k: number(fields[k]) for k in COUNTERS}
+    got["error_rate"] = fields["error_rate"]
+    got["window_error_rate"] = fields["window_error_rate"]
+    got["window_mistakes"] = number(fields["window_mistakes"])
+    got["points"] = card["points"]
+    got["bars"] = [[b["name"], b["weight"]] for b in card["bars"]] if card["experts_shown"] else []
+    got["leader"] = fields["leader"] if card["learners_shown"] else None
+    got["learners"] = [
+        [m["name"], m["leader"], number(m["mistakes"]), number(m["recent_mistakes"])]
+        for m in card["learners"]
+    ]
+    return got
+
+
+def follow(driver: webdriver.Chrome, name: str, stats: dict[str, Any]) -> dict[str, Any]:
+    """The card once it shows ``stats``; asserts that it does."""
+    want = expected(stats)
+    card = wait_for(lambda: read_card(driver, name), lambda c: shown(c) == want, f"card {name}")
+    assert card is not None, f"no card for model {name}"
+    assert shown(card) == want
+    return card
+
+
+def test_dashboard_follows_a_fusion_model(
+    page: webdriver.Chrome, client: httpx.Client, model_name: str, tmp_path: Path
+) -> None:
+    assert read_card(page, model_name) is None
+    create(client, model_name, {"kind": "committee", "alpha": 1.3})
+    mistakes = learn(client, model_name, 100, seed=1)
+    for item in items(3, seed=2):  # three predictions waiting for their labels
+        r = client.post(f"/v1/models/{model_name}/predict", json={"instance": item["instance"]})
+        assert r.status_code == 200, r.text
+    s = settled(client, model_name)
+    assert (s["version"], s["learned"], s["mistakes"], s["pending"]) == (100, 100, mistakes, 3)
+
+    card = follow(page, model_name, s)
+    assert card["height"] > 0 and card["fields"]["kind"] == "committee"
+    spec = card["fields"]["spec"]
+    assert "alpha=1.3" in spec and f"{len(NAMES)} sub-experts" in spec
+    assert 0 < card["points"] <= card["vertices"]  # every point drawn (and the origin)
+    assert card["experts_total"] == len(NAMES) and len(card["bars"]) == MAX_BARS
+    assert card["fields"]["experts_note"] == f"largest {MAX_BARS} of {len(NAMES)}"
+    widths = [b["width"] for b in card["bars"]]
+    assert widths == sorted(widths, reverse=True) and widths[0] > 0
+
+    more = learn(client, model_name, 100, seed=3)
+    s2 = settled(client, model_name)
+    assert (s2["version"], s2["mistakes"]) == (200, mistakes + more)
+    card2 = follow(page, model_name, s2)
+    assert card2["points"] > card["points"]
+    assert page.execute_script("return window.__sameDocument === true"), "the page reloaded"
+    page.save_screenshot(str(tmp_path / "dashboard.png"))
+
+
+def test_dashboard_shows_v_combine_learners_and_leader(
+    page: webdriver.Chrome, client: httpx.Client, model_name: str
+) -> None:
+    members = [
+        {"kind": "recycling", "size": 20, "learner": {"kind": "committee", "alpha": a}}
+        for a in (1.05, 2.0)
+    ]
+    create(client, model_name, {"kind": "v-combine", "learners": members})
+    learn(client, model_name, 300, seed=4)
+    s = settled(client, model_name)
+    assert s["leader"] in {m["name"] for m in s["learners"]}
+
+    card = follow(page, model_name, s)
+    assert [m["leader"] for m in card["learners"]].count(True) == 1
+    assert card["fields"]["kind"] == "v-combine"
+    assert card["fields"]["leader"] == s["leader"]
+
+
+def test_dashboard_drops_a_deleted_model(
+    page: webdriver.Chrome, client: httpx.Client, model_name: str
+) -> None:
+    create(client, model_name, {"kind": "committee"})
+    wait_for(lambda: read_card(page, model_name), lambda c: c is not None, "the card")
+    assert client.delete(f"/v1/models/{model_name}").status_code == 204
+    gone = wait_for(lambda: read_card(page, model_name), lambda c: c is None, "no card")
+    assert gone is None
