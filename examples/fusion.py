@@ -74,12 +74,18 @@ def run(
             experts={"expert_names": list(classifiers), "normalize": "sum-to-one"},
             learner=LEARNERS[learner],
         )
-        mistakes = 0
-        for t, y in enumerate(y_stream):
-            votes = {n: [round(float(v), 6) for v in p[t]] for n, p in probs.items()}
-            prediction = service.predict(name, {"experts": votes})
-            answer = service.label(name, prediction.trial_id or "", int(y))
-            mistakes += answer.mistake
+        trials = [
+            ({"experts": {n: [round(float(v), 6) for v in p[t]] for n, p in probs.items()}}, int(y))
+            for t, y in enumerate(y_stream)
+        ]
+        # The first trial goes the way a live application's do: predict now, label later.
+        prediction = service.predict(name, trials[0][0])
+        mistakes = service.label(name, prediction.trial_id or "", trials[0][1]).mistake
+        # The rest, whose labels this replay knows already, go through the WebSocket as
+        # learn requests: each is predicted by the model as it stands, then learned, so
+        # the mistakes counted are the same as with predict and label.
+        with service.stream(name) as stream:
+            mistakes += sum(item.unwrap().mistake for item in stream.learn_many(trials[1:]))
         errors["fusion (on-line)"] = mistakes / len(y_stream)
         weights = service.stats(name).experts or {}
     errors["_trials"] = len(y_stream)
