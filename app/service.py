@@ -2,7 +2,8 @@
 
 It knows Redis only through :mod:`storage` and HTTP not at all. Every trial is one script
 call (one round trip) that appends it to the model's log atomically; the worker then
-replays the log up to and including that trial, which gives the answer.
+replays the log up to and including that trial, which gives the answer
+(:mod:`app.replicas`).
 
 Semantics a client relies on:
 
@@ -18,55 +19,30 @@ Semantics a client relies on:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import orjson
 
-from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
-from app.live import Applied, InvalidConfig, LiveModel, StateReplaced, build_model
-from app.summary import summarize
+from app.live import Applied, InvalidConfig, LiveModel, build_model
+from app.replicas import LIMIT, Replicas
 from models.base import UnknownLabel
 from models.instance import Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
 from models.state import InvalidState
 from storage.codec import encode_instance
 from storage.errors import Conflict, CorruptData, ModelNotFound
-from storage.repository import LogGap, ModelStore, Statistics, StoredModel, Sync
+from storage.repository import LogGap, Statistics, StoredModel
 
 __all__ = ["ModelService"]
 
-log = logging.getLogger("committee.service")
-T = TypeVar("T")
-LIMIT = 2_000  # log entries returned per script reply
-FLUSH_DELAY = 0.05  # seconds before outcomes of an idle model are folded
-SUMMARY_EVERY = 0.5  # seconds between a worker's summaries of one model
 
-
-class ModelService:
+class ModelService(Replicas):
     """All models of one key prefix, as this worker process serves them."""
-
-    def __init__(self, store: ModelStore, settings: Settings) -> None:
-        self.store = store
-        self.settings = settings
-        self._live: dict[str, LiveModel] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._flushing: set[str] = set()
-
-    async def close(self) -> None:
-        for t in list(self._tasks):
-            t.cancel()
-        for t in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
 
     # -- models -----------------------------------------------------------------------
 
@@ -102,154 +78,6 @@ class ModelService:
     async def delete_model(self, name: str) -> None:
         self._live.pop(name, None)
         await self.store.delete(name)
-
-    async def live(self, name: str) -> LiveModel:
-        """The model in this worker's memory, loaded (snapshot, then log) if needed."""
-        m = self._live.get(name)
-        if m is not None:
-            return m
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            m = self._live.get(name)
-            for attempt in range(3):
-                if m is not None:
-                    break
-                try:
-                    m = await self._load(name)
-                except LogGap:  # a newer snapshot trimmed the log meanwhile: again
-                    if attempt == 2:
-                        raise
-            assert m is not None
-            self._live[name] = m
-            return m
-
-    async def _load(self, name: str) -> LiveModel:
-        stored = await self.store.read(name)
-        snap = await self.store.read_snapshot(name)
-        version, state = snap if snap is not None else (0, None)
-        try:
-            m = LiveModel(
-                name,
-                stored.incarnation,
-                stored.config,
-                version=version,
-                folded=stored.folded,
-                state=state,
-                snapshot_every=self.settings.snapshot_every,
-            )
-        except (InvalidConfig, KeyError, TypeError) as e:
-            raise CorruptData(f"model {name!r}: stored config is invalid: {e}") from None
-        sync = await self.store.sync(name, m.incarnation, m.version, b"", LIMIT)
-        m.apply(sync.entries)
-        while m.version < sync.version:
-            entries = await self.store.read_log(m.name, m.version, LIMIT)
-            if not entries:
-                raise LogGap(f"model {name!r}: log ends before version {sync.version}")
-            m.apply(entries)
-        m.acknowledge(sync)
-        log.info("loaded model %s at version %d", name, m.version)
-        return m
-
-    def _drop(self, m: LiveModel) -> None:
-        if self._live.get(m.name) is m:
-            del self._live[m.name]
-
-    async def _script(
-        self, name: str, call: Callable[[LiveModel], Awaitable[T]]
-    ) -> tuple[LiveModel, T]:
-        """Run one script call; reload the model and retry when this worker's copy is
-        of a deleted incarnation or too far behind. The script writes nothing then."""
-        for attempt in range(3):
-            m = await self.live(name)
-            try:
-                return m, await call(m)
-            except (ModelNotFound, LogGap):
-                self._drop(m)
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    async def _catch_up(self, m: LiveModel, sync: Sync) -> LiveModel:
-        """Replay the log up to ``sync.version``; returns the model to use from now on
-        (a reloaded one if the state was replaced meanwhile)."""
-        try:
-            m.apply(sync.entries)
-            while m.version < sync.version:
-                entries = await self.store.read_log(m.name, m.version, LIMIT)
-                if not entries:
-                    raise LogGap(f"model {m.name!r}: log ends before version {sync.version}")
-                m.apply(entries)
-        except StateReplaced:
-            self._drop(m)
-            return await self.live(m.name)
-        except LogGap:
-            self._drop(m)
-            raise
-        m.acknowledge(sync)
-        if m.unfolded:
-            self._flush_later(m)
-        return m
-
-    async def _sync(self, m: LiveModel) -> LiveModel:
-        sync = await self.store.sync(m.name, m.incarnation, m.version, m.fold_payload(), LIMIT)
-        return await self._catch_up(m, sync)
-
-    # -- background work ----------------------------------------------------------------
-
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _flush_later(self, m: LiveModel) -> None:
-        """Fold this worker's outcomes soon, unless a script call does it first."""
-        if m.name not in self._flushing:
-            self._flushing.add(m.name)
-            self._spawn(self._flush(m))
-
-    async def _flush(self, m: LiveModel) -> None:
-        """Fold outcomes and publish the summary until both are up to date."""
-        try:
-            await asyncio.sleep(FLUSH_DELAY)
-            while True:
-                if m.unfolded:
-                    before = m.folded
-                    m = await self._sync(m)
-                    if m.unfolded and m.folded == before:
-                        log.warning("model %s: outcomes after %d do not fold", m.name, before)
-                        return
-                if m.summary_version == m.version:
-                    if not m.unfolded:
-                        return
-                    continue
-                wait = m.summary_at + SUMMARY_EVERY - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                    continue
-                m.summary_at, version = time.monotonic(), m.version
-                doc = orjson.dumps(summarize(m))
-                await self.store.save_summary(m.name, m.incarnation, version, doc)
-                m.summary_version = version
-        except Exception as e:  # the next trial's call folds them anyway
-            log.warning("folding outcomes of model %s failed: %s", m.name, e)
-        finally:
-            self._flushing.discard(m.name)
-
-    def _snapshot_due(self, m: LiveModel, first: int, last: int) -> None:
-        """Snapshot when this worker appended the trial that completes an interval."""
-        every = m.snapshot_every
-        if (first - 1) // every != last // every:
-            self._spawn(self._snapshot(m))
-
-    async def _snapshot(self, m: LiveModel) -> None:
-        try:
-            version, state = m.version, m.export()
-            if await self.store.save_snapshot(
-                m.name, m.incarnation, version, state, m.fold_payload(), self.settings.log_retain
-            ):
-                m.snapshot_version = version
-        except Exception as e:  # the next interval tries again
-            log.warning("snapshot of model %s failed: %s", m.name, e)
 
     # -- trials -----------------------------------------------------------------------
 
@@ -345,13 +173,6 @@ class ModelService:
             "scores": self._scores(m, s),
             "model_version": version,
         }
-
-    def _stale(self, m: LiveModel) -> bool:
-        return (time.monotonic() - m.synced_at) * 1000 > self.settings.max_staleness_ms
-
-    async def _fresh(self, name: str) -> LiveModel:
-        _, m = await self._script(name, self._sync)
-        return m
 
     async def label(
         self, name: str, items: Sequence[tuple[str, Any]]
