@@ -1,0 +1,221 @@
+"""The load generator of ``bench/service.py``: closed-loop HTTP/1.1 clients in one process.
+
+:func:`run` executes one :class:`Plan` (a path, request bodies, how many clients, for how
+long) and returns a :class:`Result`: the requests completed inside the timed window after
+the warm-up, their p50 / p99 latency, and the CPU seconds this process and the watched
+server processes spent in that window. ``bench/service.py`` runs it in a process of its
+own, so it never shares a GIL with a server.
+
+Two clients, chosen per plan:
+
+``raw``
+    one asyncio stream per connection on uvloop, keep-alive, pre-built request bytes; it
+    reads the status line and headers, then exactly ``content-length`` body bytes.
+``httpx``
+    one ``httpx.AsyncClient`` whose pool holds as many connections as there are clients.
+
+Each client sends its next request as soon as the previous answer is read (no pacing);
+a latency is counted when its request completes inside the window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import numpy as np
+import uvloop
+
+ID = b"@ID@"  # replaced by a unique id in a body when the plan gives an id prefix
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Plan:
+    port: int
+    path: str
+    bodies: list[bytes]
+    concurrency: int = 32
+    warmup: float = 1.0
+    seconds: float = 5.0
+    cycle: bool = True  # False: stop when the bodies run out
+    id_prefix: str | None = None  # body i gets ``id_prefix + str(i)`` in place of ``ID``
+    client: str = "raw"  # raw | httpx
+    watch: dict[str, int] = field(default_factory=dict)  # name -> pid, CPU read in window
+    reject: bytes | None = None  # a 200 answer containing this counts as an error
+
+
+@dataclass
+class Result:
+    requests: int  # completed inside the window
+    seconds: float  # the window's length (shorter when the bodies ran out)
+    p50_ms: float
+    p99_ms: float
+    issued: int  # bodies sent in all (ids 0 .. issued - 1 were used)
+    exhausted: bool
+    errors: int
+    first_error: str
+    cpu: dict[str, float]  # "generator", each watched name, "others" -> CPU seconds in window
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds
+
+    def cpu_us_per_request(self, name: str) -> float:
+        return self.cpu[name] / self.requests * 1e6
+
+
+def busy_seconds() -> float:
+    """CPU seconds all processes on the machine have spent so far (all cores)."""
+    with open("/proc/stat", "rb") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / CLK_TCK  # less idle and iowait
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads) so far."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+class _Load:
+    """Shared by the clients of one plan: the bodies, the window and what was measured."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.counter = itertools.count()
+        self.source: Iterator[bytes] = (
+            itertools.cycle(plan.bodies) if plan.cycle else iter(plan.bodies)
+        )
+        self.exhausted = False
+        self.issued = 0
+        self.latencies: list[float] = []
+        self.errors = 0
+        self.first_error = ""
+        self.start = time.perf_counter()
+        self.window = (self.start + plan.warmup, self.start + plan.warmup + plan.seconds)
+        self.last = self.window[0]
+        self.cpu: dict[str, float] = {}
+
+    def next_body(self) -> bytes | None:
+        if time.perf_counter() >= self.window[1]:
+            return None
+        body = next(self.source, None)
+        if body is None:
+            self.exhausted = True
+            return None
+        i = next(self.counter)
+        self.issued = i + 1
+        if self.plan.id_prefix is not None:
+            body = body.replace(ID, f"{self.plan.id_prefix}{i}".encode())
+        return body
+
+    def done(self, sent: float, status: int, data: bytes) -> None:
+        now = time.perf_counter()
+        reject = self.plan.reject
+        if status != 200 or (reject is not None and reject in data):
+            self.errors += 1
+            if not self.first_error:
+                self.first_error = f"{status}: {data[:300]!r}"
+        if self.window[0] <= now <= self.window[1]:
+            self.latencies.append(now - sent)
+            self.last = now
+
+    async def watch_cpu(self) -> None:
+        """CPU seconds of this process, the watched ones and all others over the window."""
+        names = {"generator": 0, **self.plan.watch}
+
+        def read() -> dict[str, float]:
+            got = {
+                name: time.process_time() if pid == 0 else cpu_seconds(pid)
+                for name, pid in names.items()
+            }
+            got["all"] = busy_seconds()
+            return got
+
+        await asyncio.sleep(max(0.0, self.window[0] - time.perf_counter()))
+        before = read()
+        await asyncio.sleep(max(0.0, self.window[1] - time.perf_counter()))
+        after = read()
+        self.cpu = {name: after[name] - before[name] for name in names}
+        self.cpu["others"] = max(0.0, after["all"] - before["all"] - sum(self.cpu.values()))
+
+    def result(self) -> Result:
+        lat = np.asarray(self.latencies) * 1000
+        p50, p99 = np.percentile(lat, [50, 99]).tolist() if lat.size else (float("nan"),) * 2
+        end = self.last if self.exhausted else self.window[1]
+        return Result(
+            requests=len(self.latencies),
+            seconds=max(end - self.window[0], 1e-9),
+            p50_ms=p50,
+            p99_ms=p99,
+            issued=self.issued,
+            exhausted=self.exhausted,
+            errors=self.errors,
+            first_error=self.first_error,
+            cpu=self.cpu,
+        )
+
+
+async def _raw_client(load: _Load) -> None:
+    plan = load.plan
+    reader, writer = await asyncio.open_connection("127.0.0.1", plan.port)
+    head = (
+        f"POST {plan.path} HTTP/1.1\r\nhost: 127.0.0.1:{plan.port}\r\n"
+        "content-type: application/json\r\ncontent-length: "
+    ).encode()
+    try:
+        while (body := load.next_body()) is not None:
+            sent = time.perf_counter()
+            writer.write(b"%s%d\r\n\r\n%s" % (head, len(body), body))
+            await writer.drain()
+            got = await reader.readuntil(b"\r\n\r\n")
+            at = got.lower().find(b"\r\ncontent-length:")
+            if at < 0:
+                raise RuntimeError(f"answer without content-length: {got[:300]!r}")
+            length = int(got[at + 17 : got.index(b"\r\n", at + 2)])
+            data = await reader.readexactly(length)
+            load.done(sent, int(got[9:12]), data)
+    finally:
+        writer.close()
+
+
+async def _httpx_client(load: _Load, client: httpx.AsyncClient) -> None:
+    headers = {"content-type": "application/json"}
+    while (body := load.next_body()) is not None:
+        sent = time.perf_counter()
+        r = await client.post(load.plan.path, content=body, headers=headers)
+        load.done(sent, r.status_code, r.content)
+
+
+async def _run(plan: Plan) -> Result:
+    load = _Load(plan)
+    watcher = asyncio.ensure_future(load.watch_cpu())
+    if plan.client == "raw":
+        await asyncio.gather(*(_raw_client(load) for _ in range(plan.concurrency)))
+    elif plan.client == "httpx":
+        limits = httpx.Limits(
+            max_connections=plan.concurrency, max_keepalive_connections=plan.concurrency
+        )
+        base = f"http://127.0.0.1:{plan.port}"
+        async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60.0) as client:
+            await asyncio.gather(*(_httpx_client(load, client) for _ in range(plan.concurrency)))
+    else:
+        raise ValueError(f"client must be 'raw' or 'httpx', got {plan.client!r}")
+    if load.exhausted:
+        watcher.cancel()
+        load.cpu = {name: float("nan") for name in ("generator", "others", *plan.watch)}
+    else:
+        await watcher
+    return load.result()
+
+
+def run(plan: Plan) -> Result:
+    """Run one plan on a fresh uvloop event loop."""
+    return uvloop.run(_run(plan))

@@ -1,0 +1,483 @@
+"""The HTTP service under load, beside an empty FastAPI endpoint measured in the same run.
+
+Two uvicorn servers run side by side, each one worker process with uvloop and httptools
+at log level warning: the service (``app.main:create_app`` over a private append-only
+Redis in a temporary directory) and its peer, an empty FastAPI app whose one ``POST``
+endpoint parses a two-field pydantic body and returns a small object
+(``bench/_service_peer.py``). One load generator (``bench/_service_load.py``) runs in a
+process of its own, with 32 closed-loop keep-alive clients, and drives both alike. It
+first measures its own ceiling on the empty endpoint with two clients (httpx's
+``AsyncClient``, and raw asyncio HTTP/1.1 on uvloop) and uses the faster for every figure.
+
+Figures, each over ``--seconds`` after a warm-up, the best of ``--rounds`` rounds (the
+phases take turns, so a burst of load from elsewhere hits them alike): requests/s and
+p50 / p99 latency of
+
+* the empty endpoint;
+* ``predict`` (tracked, each with a new trial id), ``label`` (of trials predicted
+  beforehand, in order) and ``learn`` on a Balanced Winnow model of 10,000 features,
+  instances of 20 active features (the sparse stream of ``bench/learners.py``,
+  ``sparse_disjunction_stream``);
+* ``learn/batch`` with 1,000 items per request, 2 clients, on a fresh model of the same
+  stream: trials/s;
+* ``label`` on fresh models of 10,000 and of 1,000,000 features, the same sparsity,
+  measured back to back: the ratio of their p50 latencies.
+
+With each phase come the CPU microseconds per request of the server, of Redis and of the
+generator itself, and the cores every other process used, read from ``/proc`` over the
+window: on a 2-core machine these compete, so this says what bounds a figure.
+
+Run as ``python bench/service.py [--quick] [--seconds S] [--rounds R]``. Figures are
+printed as ``name: value`` lines, targets beside them (printed, never asserted); the last
+line is ``predict_vs_empty_endpoint: <ratio>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+from _service_load import ID, Plan, Result
+from _service_load import run as run_plan
+
+from models.datasets import sparse_disjunction_stream
+from storage.server import PID_NAME, EmbeddedRedis
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+# the sparse stream of bench/learners.py: 20 active features of which the last is a
+# constant, label +1 iff one is relevant (350 of 10,000, scaled with the feature count)
+N_FEATURES = 10_000
+N_FEATURES_LARGE = 1_000_000
+N_ACTIVE = 20
+N_RELEVANT = 350
+NOISE = 0.05
+LABELS = [1, -1]
+ALPHA = 1.1
+CONCURRENCY = 32
+BATCH_ITEMS = 1_000
+BATCH_CONCURRENCY = 2
+PRECREATE_ITEMS = 1_000  # items per /predict/batch when creating pending trials
+UVICORN = ["--host", "127.0.0.1", "--loop", "uvloop", "--http", "httptools"]
+UVICORN += ["--log-level", "warning", "--no-access-log"]
+EMPTY_BODY = b'{"name":"probe","value":1.5}'
+
+TARGETS = {
+    "predict_vs_empty_endpoint": (">=", 0.5),
+    "label_vs_empty_endpoint": (">=", 0.35),
+    "learn_vs_empty_endpoint": (">=", 0.35),
+    "predict_p99_vs_empty_p99": ("<=", 2.0),
+    "label_p99_vs_empty_p99": ("<=", 2.0),
+    "learn_p99_vs_empty_p99": ("<=", 2.0),
+    "batch_learn_trials_per_s": (">=", 50_000.0),
+    "label_latency_1m_vs_10k": ("<=", 1.5),
+}
+
+
+# -- servers ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    """One uvicorn process (a single worker, serving in the process itself)."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@contextmanager
+def uvicorn(
+    name: str,
+    target: list[str],
+    env: dict[str, str],
+    logs: Path,
+    ready: Callable[[httpx.Client], bool],
+    timeout: float = 60.0,
+) -> Iterator[Server]:
+    """Serve ``target`` with the shared options on a free loopback port until exit."""
+    port = free_port()
+    log = logs / f"{name}.log"
+    environ = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH_DIR)])}
+    args = [sys.executable, "-m", "uvicorn", *target, *UVICORN, "--port", str(port)]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            args, cwd=ROOT, env=environ, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+        )
+    server = Server(name, process, port, log)
+    try:
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=server.url, timeout=5.0) as http:
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{name} exited: {log.read_text()[-2000:]}")
+                try:
+                    if ready(http):
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} not ready after {timeout} s")
+                time.sleep(0.1)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown (lifespan out)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+# -- the workload -------------------------------------------------------------------------
+
+
+@dataclass
+class Stream:
+    """Instances as JSON (``{"features": {"17": 1.0, ...}}``) and their labels."""
+
+    instances: list[bytes]
+    labels: list[int]
+
+    @classmethod
+    def sparse(cls, trials: int, n_features: int, seed: int) -> Stream:
+        xb, y = sparse_disjunction_stream(
+            trials,
+            n_features=n_features,
+            n_active=N_ACTIVE,
+            n_relevant=round(N_RELEVANT * n_features / N_FEATURES),
+            noise=NOISE,
+            seed=seed,
+        )
+        ptr, idx, val = xb.indptr.tolist(), xb.indices.tolist(), xb.values.tolist()
+        instances = [
+            orjson.dumps({"features": {str(i): v for i, v in zip(idx[a:b], val[a:b], strict=True)}})
+            for a, b in itertools.pairwise(ptr)
+        ]
+        return cls(instances, y.tolist())
+
+    def __len__(self) -> int:
+        return len(self.instances)
+
+    def predict_bodies(self) -> list[bytes]:
+        """Tracked predictions whose trial id the generator fills in."""
+        return [b'{"trial_id":"%s","instance":%s}' % (ID, x) for x in self.instances]
+
+    def learn_bodies(self) -> list[bytes]:
+        return [
+            b'{"instance":%s,"label":%d}' % (x, y)
+            for x, y in zip(self.instances, self.labels, strict=True)
+        ]
+
+    def batch_bodies(self, items: int) -> list[bytes]:
+        one = self.learn_bodies()
+        return [
+            b'{"items":[%s]}' % b",".join(one[i : i + items]) for i in range(0, len(one), items)
+        ]
+
+
+def model_spec(name: str, n_features: int) -> dict[str, object]:
+    return {
+        "name": name,
+        "labels": LABELS,
+        "input": {"attributes": {"n_features": n_features}},
+        "learner": {"kind": "balanced-winnow", "alpha": ALPHA},
+    }
+
+
+def post(http: httpx.Client, path: str, body: bytes | dict[str, object]) -> object:
+    content = body if isinstance(body, bytes) else orjson.dumps(body)
+    r = http.post(path, content=content, headers={"content-type": "application/json"})
+    if r.status_code not in (200, 201):
+        raise RuntimeError(f"POST {path}: {r.status_code} {r.text[:500]}")
+    return r.json()
+
+
+def create_and_prime(http: httpx.Client, name: str, n_features: int, stream: Stream) -> None:
+    """Create the model, and load it in the server with one call of each kind (this also
+    compiles the learner's kernels there)."""
+    post(http, "/v1/models", model_spec(name, n_features))
+    base = f"/v1/models/{name}"
+    x, y = stream.instances[0], stream.labels[0]
+    post(http, f"{base}/predict", b'{"trial_id":"prime","instance":%s}' % x)
+    post(http, f"{base}/label", b'{"trial_id":"prime","label":%d}' % y)
+    post(http, f"{base}/learn", stream.learn_bodies()[1])
+    got = post(http, f"{base}/learn/batch", stream.batch_bodies(3)[1])
+    assert isinstance(got, dict) and all(item["error"] is None for item in got["items"]), got
+
+
+def precreate(
+    http: httpx.Client, name: str, stream: Stream, prefix: str, count: int
+) -> list[tuple[str, int]]:
+    """``count`` pending trials (predictions awaiting a label) by ``/predict/batch``."""
+    made: list[tuple[str, int]] = []
+    for start in range(0, count, PRECREATE_ITEMS):
+        chunk = range(start, min(count, start + PRECREATE_ITEMS))
+        items = [
+            b'{"trial_id":"%s%d","instance":%s}'
+            % (prefix.encode(), i, stream.instances[i % len(stream)])
+            for i in chunk
+        ]
+        got = post(http, f"/v1/models/{name}/predict/batch", b'{"items":[%s]}' % b",".join(items))
+        assert isinstance(got, dict)
+        if any(item["error"] is not None for item in got["items"]):
+            raise RuntimeError(f"pre-creating trials of {name}: {got['items'][:3]}")
+        made += [(f"{prefix}{i}", stream.labels[i % len(stream)]) for i in chunk]
+    return made
+
+
+def label_bodies(trials: Sequence[tuple[str, int]]) -> list[bytes]:
+    return [b'{"trial_id":"%s","label":%d}' % (t.encode(), y) for t, y in trials]
+
+
+# -- measuring ----------------------------------------------------------------------------
+
+
+class Runner:
+    """Hands plans to the generator process and keeps every result, by phase and round."""
+
+    def __init__(self, pool: ProcessPoolExecutor, warmup: float, seconds: float) -> None:
+        self.pool = pool
+        self.warmup = warmup
+        self.seconds = seconds
+        self.client = "raw"
+        self.results: dict[str, list[Result]] = {}
+
+    def __call__(
+        self, name: str, server: Server, path: str, bodies: list[bytes], **kw: Any
+    ) -> Result:
+        kw.setdefault("concurrency", CONCURRENCY)
+        plan = Plan(
+            port=server.port,
+            path=path,
+            bodies=bodies,
+            warmup=self.warmup,
+            seconds=self.seconds,
+            client=self.client,
+            **kw,
+        )
+        result = self.pool.submit(run_plan, plan).result()
+        if result.errors:
+            raise RuntimeError(
+                f"{name}: {result.errors} requests failed, first {result.first_error}"
+            )
+        if result.exhausted:
+            raise RuntimeError(f"{name}: ran out of request bodies after {result.issued}")
+        self.results.setdefault(name, []).append(result)
+        others = result.cpu["others"] / result.seconds
+        print(
+            f"  {name}: {result.rate:,.0f} req/s, p50 {result.p50_ms:.2f} ms, "
+            f"p99 {result.p99_ms:.2f} ms, other processes {others:.2f} cores",
+            file=sys.stderr,
+            flush=True,
+        )
+        return result
+
+    def best(self, name: str) -> Result:
+        """The round with the highest rate (a burst of load from elsewhere lowers a rate)."""
+        return max(self.results[name], key=lambda r: r.rate)
+
+
+def line(name: str, value: float, digits: int = 2) -> str:
+    text = f"{name}: {value:.{digits}f}"
+    if name in TARGETS:
+        op, bound = TARGETS[name]
+        met = value >= bound if op == ">=" else value <= bound
+        text += f" (target {op} {bound:g}: {'met' if met else 'MISSED'})"
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short phases, one round: a smoke run")
+    parser.add_argument("--seconds", type=float, default=None, help="timed seconds per phase (3)")
+    parser.add_argument("--warmup", type=float, default=None, help="seconds before each (1)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds, best kept (3)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    seconds = args.seconds if args.seconds is not None else (0.5 if args.quick else 3.0)
+    warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0)
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
+    if seconds <= 0 or warmup < 0 or rounds < 1:
+        parser.error("--seconds must be > 0, --warmup >= 0 and --rounds >= 1")
+    trials = 2_000 if args.quick else 20_000
+    batch_trials = 5_000 if args.quick else 50_000
+
+    streams = {
+        "bw": (N_FEATURES, Stream.sparse(trials, N_FEATURES, args.seed)),
+        "bw-batch": (N_FEATURES, Stream.sparse(batch_trials, N_FEATURES, args.seed + 1)),
+        "label-10k": (N_FEATURES, Stream.sparse(trials, N_FEATURES, args.seed + 2)),
+        "label-1m": (N_FEATURES_LARGE, Stream.sparse(trials, N_FEATURES_LARGE, args.seed + 2)),
+    }
+    main_stream = streams["bw"][1]
+
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="svc-bench-")))
+        redis = stack.enter_context(EmbeddedRedis(tmp / "redis"))
+        redis_pid = int((redis.data_dir / PID_NAME).read_text())
+        env = {
+            "COMMITTEE_REDIS_URL": redis.url,
+            "COMMITTEE_KEY_PREFIX": "bench",
+            "COMMITTEE_LOG_LEVEL": "warning",
+        }
+        service = stack.enter_context(
+            uvicorn(
+                "service",
+                ["app.main:create_app", "--factory"],
+                env,
+                tmp,
+                lambda h: h.get("/readyz").status_code == 200,
+            )
+        )
+        peer = stack.enter_context(
+            uvicorn(
+                "peer",
+                ["_service_peer:app", "--app-dir", str(BENCH_DIR)],
+                {},
+                tmp,
+                lambda h: h.post("/ping", json={"name": "ready", "value": 0}).status_code == 200,
+            )
+        )
+        http = stack.enter_context(httpx.Client(base_url=service.url, timeout=120.0))
+        pool = stack.enter_context(
+            ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        )
+        run = Runner(pool, warmup, seconds)
+        on_peer = {"watch": {"server": peer.pid}}
+        on_service = {"watch": {"server": service.pid, "redis": redis_pid}}
+        for name, (n, stream) in streams.items():
+            create_and_prime(http, name, n, stream)
+
+        # the generator's own ceiling: both clients on the empty endpoint
+        for client in ("httpx", "raw"):
+            run.client = client
+            run(f"empty_{client}", peer, "/ping", [EMPTY_BODY], **on_peer)
+        run.client = max(("raw", "httpx"), key=lambda c: run.best(f"empty_{c}").rate)
+
+        def pending_needed() -> int:
+            """Pending trials enough for one label phase, with a margin."""
+            cap = run.best("empty").rate
+            labels = [
+                r.rate for k in ("label", "label-10k", "label-1m") for r in run.results.get(k, [])
+            ]
+            if labels:
+                cap = min(cap, 3 * max(labels))
+            return math.ceil(cap * (warmup + seconds) * 1.2)
+
+        base = "/v1/models/bw"
+        for k in range(rounds):
+            print(f"round {k + 1} of {rounds}", file=sys.stderr)
+            run("empty", peer, "/ping", [EMPTY_BODY], **on_peer)
+            bodies = main_stream.predict_bodies()
+            done = run(
+                "predict", service, f"{base}/predict", bodies, id_prefix=f"r{k}p", **on_service
+            )
+            # label the trials just predicted, then more predicted by /predict/batch
+            trials = [
+                (f"r{k}p{i}", main_stream.labels[i % len(main_stream)]) for i in range(done.issued)
+            ]
+            more = max(0, pending_needed() - len(trials))
+            trials += precreate(http, "bw", main_stream, f"r{k}q", more)
+            bodies = label_bodies(trials)
+            run("label", service, f"{base}/label", bodies, cycle=False, **on_service)
+            run("learn", service, f"{base}/learn", main_stream.learn_bodies(), **on_service)
+            run(
+                "batch_learn",
+                service,
+                "/v1/models/bw-batch/learn/batch",
+                streams["bw-batch"][1].batch_bodies(BATCH_ITEMS),
+                concurrency=BATCH_CONCURRENCY,
+                reject=b'"error":{',
+                **on_service,
+            )
+            # the feature-count pair back to back, in alternating order
+            pair = ["label-10k", "label-1m"][:: 1 if k % 2 == 0 else -1]
+            count = pending_needed()
+            todo = {m: precreate(http, m, streams[m][1], f"r{k}t", count) for m in pair}
+            for m in pair:
+                bodies = label_bodies(todo[m])
+                run(m, service, f"/v1/models/{m}/label", bodies, cycle=False, **on_service)
+    report(run, rounds)
+
+
+def report(run: Runner, rounds: int) -> None:
+    empty = run.best("empty")
+    print(
+        f"uvicorn, 1 worker, uvloop + httptools; {run.client} client, {CONCURRENCY} connections; "
+        f"{run.seconds:g} s timed after {run.warmup:g} s warm-up; rounds: {rounds}, best kept"
+    )
+    print("CPU figures are microseconds per request (per trial for batches) over the window;")
+    print("*_others_cores are the cores every other process on the machine used meanwhile\n")
+
+    def phase(prefix: str, res: Result, per: int = 1) -> None:
+        print(line(f"{prefix}_rps", res.rate, 1 if per > 1 else 0))
+        print(line(f"{prefix}_p50_ms", res.p50_ms))
+        print(line(f"{prefix}_p99_ms", res.p99_ms))
+        for proc in ("server", "redis", "generator"):
+            if proc in res.cpu:
+                print(line(f"{prefix}_{proc}_cpu_us", res.cpu_us_per_request(proc) / per, 1))
+        print(line(f"{prefix}_others_cores", res.cpu["others"] / res.seconds))
+
+    print("the generator's ceiling: the empty endpoint with each client")
+    for client in ("httpx", "raw"):
+        phase(f"empty_endpoint_{client}_client", run.best(f"empty_{client}"))
+    print()
+    print(f"single requests, {CONCURRENCY} clients (model: {N_FEATURES:,} features)")
+    phase("empty_endpoint", empty)
+    for name in ("predict", "label", "learn"):
+        phase(name, run.best(name))
+    print()
+    batch = run.best("batch_learn")
+    print(f"learn/batch: {BATCH_ITEMS:,} items per request, {BATCH_CONCURRENCY} clients")
+    phase("batch_learn", batch, per=BATCH_ITEMS)
+    print(line("batch_learn_trials_per_s", batch.rate * BATCH_ITEMS, 0))
+    print()
+    print(f"label on models of {N_FEATURES:,} and {N_FEATURES_LARGE:,} features")
+    small, large = run.best("label-10k"), run.best("label-1m")
+    phase("label_10k", small)
+    phase("label_1m", large)
+    print(line("label_latency_1m_vs_10k", large.p50_ms / small.p50_ms))
+    print()
+    for name in ("learn", "label", "predict"):
+        print(line(f"{name}_p99_vs_empty_p99", run.best(name).p99_ms / empty.p99_ms))
+    print(line("learn_vs_empty_endpoint", run.best("learn").rate / empty.rate))
+    print(line("label_vs_empty_endpoint", run.best("label").rate / empty.rate))
+    print(line("predict_vs_empty_endpoint", run.best("predict").rate / empty.rate))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""The service benchmark runs end to end and prints every figure, the headline last.
+
+Only its output format is asserted (each figure a finite number, positive but for CPU
+times); the figures themselves are measurements, never test conditions.
+"""
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "service.py"
+PHASE = ("rps", "p50_ms", "p99_ms", "generator_cpu_us")
+SERVED = (*PHASE, "server_cpu_us", "redis_cpu_us")
+EXPECTED = [
+    *(f"empty_endpoint_{c}_client_{f}" for c in ("httpx", "raw") for f in PHASE),
+    *(f"empty_endpoint_{f}" for f in PHASE),
+    *(f"{p}_{f}" for p in ("predict", "label", "learn", "batch_learn") for f in SERVED),
+    *(f"label_{n}_{f}" for n in ("10k", "1m") for f in SERVED),
+    "batch_learn_trials_per_s",
+    "label_latency_1m_vs_10k",
+    "predict_p99_vs_empty_p99",
+    "label_p99_vs_empty_p99",
+    "learn_p99_vs_empty_p99",
+    "predict_vs_empty_endpoint",
+    "label_vs_empty_endpoint",
+    "learn_vs_empty_endpoint",
+]
+TARGETED = [name for name in EXPECTED if "_vs_" in name] + ["batch_learn_trials_per_s"]
+
+
+def test_quick_run_prints_every_figure_and_the_headline_last():
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    figures = {}
+    for line in out.splitlines():
+        m = re.match(r"(\w+): (\S+)", line)
+        if m and m[1] in EXPECTED:
+            figures[m[1]] = (float(m[2]), line)
+    for name in EXPECTED:
+        assert name in figures, f"{name} missing from:\n{out}"
+        value, line = figures[name]
+        # CPU times come from /proc in clock ticks: a short window may see none
+        assert math.isfinite(value) and (value > 0 or "_cpu_" in name), line
+    for name in TARGETED:
+        assert "(target " in figures[name][1], figures[name][1]
+    last = out.strip().splitlines()[-1]
+    assert re.fullmatch(r"predict_vs_empty_endpoint: \d+\.\d\d \(target >= 0\.5: \w+\)", last)
