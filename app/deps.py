@@ -11,12 +11,12 @@ from app.service import ModelService
 from storage.keys import NAME_PATTERN
 
 
-def get_service(request: Request) -> ModelService:
+async def get_service(request: Request) -> ModelService:
     service: ModelService = request.app.state.service
     return service
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 

@@ -11,11 +11,13 @@ from fastapi.responses import JSONResponse
 
 from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialNotFound
+from app.fastpath import TrialFastPath
 from app.limits import BodyLimit
 from app.metrics import RequestMetrics
 from app.routers import dashboard, health, metrics, models, stats, stream, trials
+from app.routers._lean import add_components
 from app.service import ModelService
-from app.status import error_status
+from app.status import error_body
 from storage.client import close, connect
 from storage.errors import StorageError
 from storage.repository import ModelStore
@@ -51,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.add_middleware(TrialFastPath)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestMetrics)
     app.include_router(health.router)
@@ -61,19 +64,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(stream.router)
     app.include_router(dashboard.router)
 
-    @app.exception_handler(BadInput)
-    async def bad_input(request: Request, e: BadInput) -> JSONResponse:
-        loc = ["body", *e.field.split(".")]
-        detail = [{"loc": loc, "msg": e.message, "type": "value_error"}]
-        return JSONResponse({"detail": detail}, status_code=422)
-
     async def mapped(request: Request, e: Exception) -> JSONResponse:
-        code, message = error_status(e)
+        code, body, headers = error_body(e)
         if code >= 500:
             log.error("%s %s: %s", request.method, request.url.path, e)
-        headers = {"Retry-After": "1"} if code == 503 else None
-        return JSONResponse({"detail": message}, status_code=code, headers=headers)
+        return JSONResponse(body, status_code=code, headers=headers)
 
-    for cls in (StorageError, TrialNotFound, TrialConflict):
+    for cls in (BadInput, StorageError, TrialNotFound, TrialConflict):
         app.add_exception_handler(cls, mapped)
+    add_components(app)
     return app

@@ -19,6 +19,7 @@ Semantics a client relies on:
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from collections.abc import Sequence
@@ -81,6 +82,13 @@ class ModelService(Replicas):
 
     # -- trials -----------------------------------------------------------------------
 
+    _trial_ids = itertools.count()
+    _trial_prefix = secrets.token_hex(8)
+
+    def _new_trial_id(self) -> str:
+        """A trial id no other process makes: a random prefix per process and a count."""
+        return f"{self._trial_prefix}{next(self._trial_ids):x}"
+
     def _encode(self, m: LiveModel, payload: Any, field: str) -> Attributes | Experts:
         try:
             return m.encode(payload)
@@ -110,7 +118,7 @@ class ModelService(Replicas):
                 out.append(e)
                 continue
             out.append({})
-            xs.append((i, x, trial_id or secrets.token_hex(12)))
+            xs.append((i, x, trial_id or self._new_trial_id()))
         if not xs:
             return out
         if not track:
@@ -229,10 +237,10 @@ class ModelService(Replicas):
             m = await self._sync(m)
             got = m.recent.get(seq)
         if got is None:
-            u = await self.store.client.hget(self.store.keys(m.name).trial(trial_id), "u")
-            if u not in (b"0", b"1"):
+            u = await self.store.read_outcome(m.name, trial_id)
+            if u not in (0, 1):
                 raise CorruptData(f"trial {trial_id!r}: outcome of log entry {seq} is lost")
-            return u == b"1"
+            return u == 1
         return got.updated
 
     def _labelled(

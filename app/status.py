@@ -1,11 +1,16 @@
-"""How errors map to HTTP status codes and messages (one table for the whole API)."""
+"""How errors map to HTTP status codes and bodies (one table for the whole API)."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
 from storage.errors import Conflict, CorruptData, ModelNotFound, StorageError, Unavailable
 
-__all__ = ["error_status"]
+__all__ = ["error_body", "error_status"]
 
 _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (BadInput, 422),
@@ -26,3 +31,18 @@ def error_status(e: Exception) -> tuple[int, str]:
         if isinstance(e, cls):
             return code, (e.message if isinstance(e, BadInput) else str(e))
     return 500, "internal error"
+
+
+def error_body(e: Exception) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+    """Status, JSON body and headers of the answer to ``e``.
+
+    A 422 has FastAPI's shape, ``{"detail": [{"loc", "msg", "type"}]}``, its ``loc``
+    naming the field; the others are ``{"detail": message}``; a 503 says when to retry.
+    """
+    if isinstance(e, RequestValidationError):
+        return 422, {"detail": jsonable_encoder(e.errors())}, None
+    if isinstance(e, BadInput):
+        loc = ["body", *e.field.split(".")]
+        return 422, {"detail": [{"loc": loc, "msg": e.message, "type": "value_error"}]}, None
+    code, message = error_status(e)
+    return code, {"detail": message}, ({"Retry-After": "1"} if code == 503 else None)

@@ -283,6 +283,13 @@ class ModelStore:
             raise CorruptData(f"model {name!r}: snapshot without state")
         return _int(version, "snapshot version"), state
 
+    async def read_outcome(self, name: str, trial_id: str) -> int | None:
+        """Whether labelling ``trial_id`` updated the learner (1 or 0), None if not
+        folded yet."""
+        async with _redis_errors():
+            u = await self.client.hget(self.keys(name).trial(trial_id), "u")
+        return None if u is None else _int(u, "outcome")
+
     async def read_log(self, name: str, after: int, count: int) -> list[RawEntry]:
         async with _redis_errors():
             out: Any = await self.client.xrange(self.keys(name).log, f"{after + 1}-0", "+", count)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
 from app.deps import NameDep, ServiceDep, SettingsDep
 from app.errors import BadInput
+from app.routers._lean import answer, body, check_name, parse
 from app.schemas import (
     BatchItem,
     BatchPublic,
@@ -22,6 +23,7 @@ from app.schemas import (
     PredictCreate,
     PredictPublic,
 )
+from app.service import ModelService
 from app.status import error_status
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
@@ -58,28 +60,51 @@ def _instance(body: PredictCreate | LearnCreate) -> dict[str, Any]:
     return body.instance.model_dump(exclude_none=True)
 
 
-@router.post("/predict")
-async def predict(name: NameDep, body: PredictCreate, service: ServiceDep) -> PredictPublic:
+async def predict_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+    check_name(name)
+    b = parse(raw, PredictCreate)
+    return _one(await service.predict(name, [(_instance(b), b.trial_id)], track=b.track))
+
+
+async def label_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+    check_name(name)
+    b = parse(raw, LabelCreate)
+    return _one(await service.label(name, [(b.trial_id, b.label)]))
+
+
+async def learn_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+    check_name(name)
+    b = parse(raw, LearnCreate)
+    result = _one(await service.learn(name, [(_instance(b), b.label)]))
+    del result["trial_id"]
+    return result
+
+
+# The three calls made once per trial; app.fastpath serves them ahead of the router.
+ONE_TRIAL = {"predict": predict_one, "label": label_one, "learn": learn_one}
+
+
+@router.post("/predict", response_model=PredictPublic, openapi_extra=body(PredictCreate))
+async def predict(name: str, request: Request) -> Response:
     """Predict a label; unless ``track`` is false, keep the trial until its label comes."""
-    results = await service.predict(name, [(_instance(body), body.trial_id)], track=body.track)
-    return PredictPublic(**_one(results))
+    return answer(await predict_one(request.app.state.service, name, await request.body()))
 
 
-@router.post("/label")
-async def label(name: NameDep, body: LabelCreate, service: ServiceDep) -> LabelPublic:
+@router.post("/label", response_model=LabelPublic, openapi_extra=body(LabelCreate))
+async def label(name: str, request: Request) -> Response:
     """Give a predicted trial its true label: applied exactly once.
 
     ``mistake`` compares the label with the prediction that was served. The same label
     again returns the same answer and changes nothing; a different one is a 409; an
     unknown or expired trial is a 404.
     """
-    return LabelPublic(**_one(await service.label(name, [(body.trial_id, body.label)])))
+    return answer(await label_one(request.app.state.service, name, await request.body()))
 
 
-@router.post("/learn")
-async def learn(name: NameDep, body: LearnCreate, service: ServiceDep) -> LearnPublic:
+@router.post("/learn", response_model=LearnPublic, openapi_extra=body(LearnCreate))
+async def learn(name: str, request: Request) -> Response:
     """One trial whose label is already known: predict, judge and learn at once."""
-    return LearnPublic(**_one(await service.learn(name, [(_instance(body), body.label)])))
+    return answer(await learn_one(request.app.state.service, name, await request.body()))
 
 
 @router.post("/predict/batch")
