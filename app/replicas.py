@@ -42,6 +42,7 @@ class Replicas:
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._flushing: set[str] = set()
+        self._refreshed: dict[str, float] = {}
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -147,6 +148,24 @@ class Replicas:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _refresh_soon(self, name: str) -> None:
+        """Bring a model's counters and summary up to date in the background, at most
+        once a second per model: this worker replays what it has not seen, folds the
+        outcomes nobody folded and publishes the summary."""
+        now = time.monotonic()
+        if now - self._refreshed.get(name, -1.0) < 1.0:
+            return
+        self._refreshed[name] = now
+
+        async def refresh() -> None:
+            try:
+                m = await self._sync(await self.live(name))
+                self._flush_later(m)
+            except Exception as e:
+                log.warning("refreshing model %s failed: %s", name, e)
+
+        self._spawn(refresh())
 
     def _flush_later(self, m: LiveModel) -> None:
         """Fold this worker's outcomes soon, unless a script call does it first."""

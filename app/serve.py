@@ -118,4 +118,5 @@ def redact(url: str) -> str:
 
 
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)
+    # SIGTERM is the normal way to stop a service: a clean exit, whatever the workers
+    raise SystemExit(0)

@@ -65,7 +65,10 @@ class ModelService(Replicas):
         return out
 
     async def statistics(self, name: str) -> Statistics:
-        return await self.store.read_statistics(name, int(time.time() * 1000))
+        s = await self.store.read_statistics(name, int(time.time() * 1000))
+        if s.model.folded < s.model.version or s.summary_version < s.model.version:
+            self._refresh_soon(name)  # e.g. the worker that appended them died
+        return s
 
     async def all_statistics(self) -> list[Statistics]:
         out = []

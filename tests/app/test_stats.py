@@ -103,3 +103,37 @@ def test_recycling_and_voting_stats(client: httpx.Client, model_name: str) -> No
 
 def test_stats_of_unknown_model_is_404(client: httpx.Client) -> None:
     assert client.get("/v1/models/ghost/stats").status_code == 404
+
+
+def test_stats_fold_what_a_dead_worker_left(
+    client: httpx.Client, model_name: str, api_settings: Any
+) -> None:
+    """Trials appended by a worker that died before folding them get counted anyway."""
+    import asyncio
+
+    from app.live import LiveModel
+    from storage.client import close, connect
+    from storage.codec import encode_instance
+    from storage.repository import ModelStore
+
+    create(client, model_name, {"kind": "committee"})
+    items = majority_items(30, 4)
+    for item in items[:10]:
+        client.post(f"/v1/models/{model_name}/learn", json=item)
+
+    async def dead_worker() -> None:
+        redis = connect(api_settings.redis_url)
+        store = ModelStore(redis, api_settings.key_prefix)
+        stored = await store.read(model_name)
+        m = LiveModel(model_name, stored.incarnation, stored.config)
+        xs = [(encode_instance(m.encode(i["instance"])), int(i["label"])) for i in items[10:]]
+        await store.learn(model_name, stored.incarnation, 0, fold=b"", limit=0, items=xs)
+        await close(redis)
+
+    asyncio.run(dead_worker())
+    first = client.get(f"/v1/models/{model_name}/stats").json()
+    assert first["version"] == 30
+    s = settled(client, model_name)
+    assert s["folded"] == 30 and s["summary_version"] == 30
+    replayed = client.post(f"/v1/models/{model_name}/learn/batch", json={"items": items})
+    assert replayed.status_code == 200  # and the model goes on
