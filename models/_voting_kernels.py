@@ -14,6 +14,7 @@ recycled member and 1 for an averaged one; ``idx[g]`` is its position in its own
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from models._dispatch import (
@@ -50,28 +51,35 @@ def member_scores(g, member, a, b, v, out):  # type: ignore[no-untyped-def]  # p
         return
     j, i = idx[g], lead[g]
     T = TOTALS[j]
-    scale = weight_scale(fams[i] % 100, Ss[i], Ps[i]) if T[1] == 0.0 else 1.0
+    scale = 1.0 if T[1] != 0.0 else weight_scale(fams[i] % 100, Ss[i], Ps[i])
     _averaged_scores(ACC[j], SEEN[j], MARK[j], T[0], T[1], scale, COEF[j], a, b, v, out)
 
 
 @njit(cache=True, nogil=True)
-def _absorb_averaged(j, i, member, IA, ILEN, a):  # type: ignore[no-untyped-def]  # pragma: no cover
+def _absorb_averaged(j, i, member, IA, ILEN, a, updated):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Averaging._absorb of averaged member j over recycled member i, after i's trial.
 
     The coordinates compared are Recycling.support's: every one once the stored items
     hold as many non-zeros as there are sub-experts, else the instance's and the items'.
+    After every absorption the sums have seen every coordinate as it is, so when i did not
+    update (``updated`` False) none can differ and only the totals advance.
     """
     _, _, _, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, _ = member
     base = fams[i] % 100
-    W, S, P = Ws[i], Ss[i], Ps[i]
-    acc, seen, mark, T = ACC[j], SEEN[j], MARK[j], TOTALS[j]
+    S, P, T = Ss[i], Ps[i], TOTALS[j]
     p, t, epoch, shift = T[0], T[1], T[2], T[3]
-    moved = (S[0] if base == BALANCED else 0.0) - shift
-    if moved != 0.0:  # the learner divided its weights by 2**moved
-        factor = 2.0**-moved
+    if not updated:
+        T[0] = p + weight_scale(base, S, P)
+        T[1] = t + 1.0
+        return
+    W = Ws[i]
+    acc, seen, mark = ACC[j], SEEN[j], MARK[j]
+    shifted = (S[0] if base == BALANCED else 0.0) - shift
+    if shifted != 0.0:  # the learner divided its weights by 2**shifted
+        factor = 2.0**-shifted
         acc *= factor
         seen *= factor
-        T[3] = shift + moved
+        T[3] = shift + shifted
     n = mark.shape[0]
     lens = ILEN[i]
     everywhere = lens.sum() >= n
@@ -141,6 +149,7 @@ def members_trial(  # type: ignore[no-untyped-def]
         vote[j] = vote[j] + cur[j]
     voted, predicted = argmax_first(vote), argmax_first(cur)
     n = role.shape[0]
+    moved = np.zeros(len(Ws), dtype=np.bool_)  # whether recycled member i updated
     for g in range(n):  # the averaged members predict before their recycled members learn
         if role[g] == 1:
             member_scores(g, member, a, b, v, tmp)
@@ -149,17 +158,19 @@ def members_trial(  # type: ignore[no-untyped-def]
         if role[g] != 0:
             continue
         i = idx[g]
-        done = INTERNAL[i][2]
+        internal = INTERNAL[i]
+        done = internal[2]
         pred, st = _trial(
             fams[i], Ws[i], Ss[i], Ps[i], k, a, b, v, c, IA[i], IB[i], IV[i], ILEN[i],
-            IY[i], ICNT[i], RING[i], INTERNAL[i], us[i], wf, wi,
+            IY[i], ICNT[i], RING[i], internal, us[i], wf, wi,
         )  # fmt: skip
-        preds[g], status[g], delta[g] = pred, st, INTERNAL[i][2] - done
+        preds[g], status[g], delta[g] = pred, st, internal[2] - done
+        moved[i] = st == 1 or internal[2] > done
         if st == 2:
             return g, voted, predicted
     for g in range(n):
         if role[g] == 1:
-            _absorb_averaged(idx[g], lead[g], member, IA, ILEN, a)
+            _absorb_averaged(idx[g], lead[g], member, IA, ILEN, a, moved[lead[g]])
     if BLEN.shape[0] > 0:
         _push(a, b, v, c, 0, BA, BB, BV, BLEN, BY, BCNT, BRING)
     return -1, voted, predicted

@@ -82,7 +82,8 @@ def _item_is_settled(ia, ib, iv, j, m, yj, s, mass, P, limit, roots):  # type: i
     gap = s[yj] - s[c] - 1e-9 * (abs(s[yj]) + abs(s[c]))
     if limit == 0.0:
         return gap > 0.0
-    mass[:] = 0.0
+    for e in range(mass.shape[0]):
+        mass[e] = 0.0
     for t in range(m):
         v = iv[j, t]
         mass[ib[j, t]] += 1.0 if abs(v) == 1.0 else abs(v) ** P[0]
@@ -121,7 +122,7 @@ def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, intern
     runner_up_family = fam >= SUBEXPERT_RUNNER_UP
     base = fam % 100
     alma = runner_up_family and base == ALMA
-    s_mass = np.empty(2 * k)
+    scores, mass = np.empty(k), np.empty(k)  # (no slices in the loop: a view costs)
     roots = np.empty(ia.shape[1] + 1 if alma else 0)
     for i in range(roots.shape[0]):
         roots[i] = float(i) ** (1.0 / P[0])
@@ -149,11 +150,11 @@ def _trial(fam, W, S, P, k, a, b, v, c, ia, ib, iv, ilen, iy, icnt, ring, intern
                 if alma:  # update iff margin / ||z||_p <= (1 - alpha) B sqrt(p-1) / sqrt(k)
                     limit = (1.0 - P[1]) * P[2] * np.sqrt(P[0] - 1.0) / np.sqrt(S[2])
             if on_mistakes or runner_up_family:
-                _item_scores(base, W, scale, ia, ib, iv, j, m, s_mass[:k])
-                if on_mistakes and argmax_first(s_mass[:k]) == yj:
+                _item_scores(base, W, scale, ia, ib, iv, j, m, scores)
+                if on_mistakes and argmax_first(scores) == yj:
                     continue
                 if runner_up_family and _item_is_settled(
-                    ia, ib, iv, j, m, yj, s_mass[:k], s_mass[k:], P, limit, roots
+                    ia, ib, iv, j, m, yj, scores, mass, P, limit, roots
                 ):
                     continue
             p2, st2 = learn_any(fam, W, S, P, ia[j, :m], ib[j, :m], iv[j, :m], k, yj, wf, wi)

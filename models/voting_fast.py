@@ -38,14 +38,19 @@ __all__ = ["CompiledMembers"]
 
 _FAMILIES = (BALANCED, PERCEPTRON, ALMA)
 _KernelState = tuple[int, np.ndarray, np.ndarray, np.ndarray]
-_STORE = ("items_a_", "items_b_", "items_v_", "items_len_", "items_y_", "items_count_")
-_SUMS = ("acc_", "seen_", "mark_", "totals_")  # an averaged member's running sums
+_F1, _F2 = np.zeros(1), np.zeros((1, 1))  # the array types of the typed lists
+_I1, _I2 = np.zeros(1, np.int64), np.zeros((1, 1), np.int64)
+#: A recycled member's store and an averaged member's running sums, with their array types.
+_STORE = {
+    "items_a_": _I2, "items_b_": _I2, "items_v_": _F2,
+    "items_len_": _I1, "items_y_": _I1, "items_count_": _I1,
+}  # fmt: skip
+_SUMS = {"acc_": _F2, "seen_": _F2, "mark_": _F1, "totals_": _F1}
 
 
-def _typed(arrays: Sequence[np.ndarray], any_layout: bool = False) -> Any:
-    """A numba typed list of same-typed arrays (C-contiguous, or of any layout)."""
-    a = arrays[0] if arrays else np.zeros(0)
-    kind = numba.typeof(a)
+def _typed(arrays: Sequence[np.ndarray], like: np.ndarray, any_layout: bool = False) -> Any:
+    """A numba typed list of arrays typed like ``like`` (C-contiguous, or of any layout)."""
+    kind = numba.typeof(like)
     if any_layout:
         kind = types.Array(kind.dtype, kind.ndim, "A")
     out = List.empty_list(kind)
@@ -79,16 +84,16 @@ class CompiledMembers:
         self.width = min(r.items_a_.shape[1] for r in store) if store else 1
         self.member = (
             role, idx, lead, np.array([s[0] for s in states], dtype=np.int64),
-            _typed([s[1] for s in states]), _typed([s[2] for s in states]),
-            _typed([s[3] for s in states]),
-            *(_typed([getattr(a, n) for a in avg], True) for n in _SUMS),
-            _typed([a._coef for a in avg]),
+            _typed([s[1] for s in states], _F2), _typed([s[2] for s in states], _F1),
+            _typed([s[3] for s in states], _F1),
+            *(_typed([getattr(a, n) for a in avg], like, True) for n, like in _SUMS.items()),
+            _typed([a._coef for a in avg], _F1, True),
         )  # fmt: skip
         self.store = (
             np.array([r._u for r in store], dtype=np.int64),
-            *(_typed([getattr(r, n) for r in store]) for n in _STORE),
-            _typed([r.ring_ for r in store]),
-            _typed([r.internal_ for r in store]),
+            *(_typed([getattr(r, n) for r in store], like) for n, like in _STORE.items()),
+            _typed([r.ring_ for r in store], _I1),
+            _typed([r.internal_ for r in store], _I1),
         )
         self.recycled, self.leaders = recycled, leaders
         self.buffer = self._pack_buffer(vc, self.width)
