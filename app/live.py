@@ -22,7 +22,7 @@ from models.instance import Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
 from models.registry import build, kind_of
 from models.state import InvalidState
-from storage.codec import LogEntry, decode_entry
+from storage.codec import decode_entry
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync
 
@@ -148,24 +148,36 @@ class LiveModel:
             e = decode_entry(entry_id, fields, self.size, self.k)
             if e.x is None:
                 raise StateReplaced(f"model {self.name!r}: state replaced at version {seq}")
-            self._replay(e.x, e)
+            self._replay(e.seq, e.x, e.y, e.predicted, e.trial_id)
         self.synced_at = time.monotonic()
 
-    def _replay(self, x: Attributes | Experts, e: LogEntry) -> None:
+    def apply_own(self, first: int, items: Iterable[tuple[Attributes | Experts, int]]) -> None:
+        """Replay learn entries this worker appended from ``first`` on, from the
+        instances it encoded rather than from their copies in Redis."""
+        for seq, (x, y) in enumerate(items, start=first):
+            if seq <= self.version:
+                continue
+            if seq != self.version + 1:
+                raise LogGap(f"model {self.name!r}: log entry {seq} after {self.version}")
+            self._replay(seq, x, y, None, "")
+
+    def _replay(
+        self, seq: int, x: Attributes | Experts, y: int, served: int | None, trial_id: str
+    ) -> None:
         try:
-            predicted, updated = self.learner.trial(x, self.labels[e.y])
+            predicted, updated = self.learner.trial(x, self.labels[y])
         except (ArithmeticError, ValueError) as exc:
             # a learner that refuses an update (Balanced Winnow beyond float range, say)
             # refuses it whole, so skipping it is the same on every worker
-            log.warning("model %s: log entry %d not learned: %s", self.name, e.seq, exc)
-            predicted, updated = e.y, False
-        if e.predicted is not None:  # a label: judged against the prediction served
-            predicted = e.predicted
-        self.version = e.seq
-        self.recent[e.seq] = Applied(predicted, updated)
-        self.recent.pop(e.seq - RECENT, None)
-        if e.seq > self.folded:
-            self.unfolded[e.seq] = (e.y, predicted, int(updated), e.trial_id)
+            log.warning("model %s: log entry %d not learned: %s", self.name, seq, exc)
+            predicted, updated = y, False
+        if served is not None:  # a label: judged against the prediction served
+            predicted = served
+        self.version = seq
+        self.recent[seq] = Applied(predicted, updated)
+        self.recent.pop(seq - RECENT, None)
+        if seq > self.folded:
+            self.unfolded[seq] = (y, predicted, int(updated), trial_id)
 
     def acknowledge(self, sync: Sync) -> None:
         """Note how far the shared counters are folded."""

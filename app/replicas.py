@@ -20,6 +20,7 @@ import orjson
 from app.config import Settings
 from app.live import InvalidConfig, LiveModel, StateReplaced
 from app.summary import summarize
+from models.instance import Attributes, Experts
 from storage.errors import CorruptData, ModelNotFound
 from storage.repository import LogGap, ModelStore, Sync
 
@@ -27,6 +28,7 @@ __all__ = ["LIMIT", "Replicas"]
 
 log = logging.getLogger("committee.replicas")
 T = TypeVar("T")
+Instance = tuple[Attributes | Experts, int]
 LIMIT = 2_000  # log entries returned per script reply
 FLUSH_DELAY = 0.05  # seconds before outcomes of an idle model are folded
 SUMMARY_EVERY = 0.5  # seconds between a worker's summaries of one model
@@ -117,16 +119,18 @@ class Replicas:
                     raise
         raise AssertionError("unreachable")
 
-    async def _catch_up(self, m: LiveModel, sync: Sync) -> LiveModel:
+    async def _catch_up(
+        self, m: LiveModel, sync: Sync, own: tuple[int, list[Instance]] | None = None
+    ) -> LiveModel:
         """Replay the log up to ``sync.version``; returns the model to use from now on
-        (a reloaded one if the state was replaced meanwhile)."""
+        (a reloaded one if the state was replaced meanwhile). ``own`` is (first seq,
+        [(instance, class)]): learn entries this worker appended, applied from memory."""
         try:
             m.apply(sync.entries)
-            while m.version < sync.version:
-                entries = await self.store.read_log(m.name, m.version, LIMIT)
-                if not entries:
-                    raise LogGap(f"model {m.name!r}: log ends before version {sync.version}")
-                m.apply(entries)
+            if own is not None:
+                await self._read_log(m, own[0] - 1)
+                m.apply_own(*own)
+            await self._read_log(m, sync.version)
         except StateReplaced:
             self._drop(m)
             return await self.live(m.name)
@@ -137,6 +141,13 @@ class Replicas:
         if m.unfolded:
             self._flush_later(m)
         return m
+
+    async def _read_log(self, m: LiveModel, upto: int) -> None:
+        while m.version < upto:
+            entries = await self.store.read_log(m.name, m.version, LIMIT, upto)
+            if not entries:
+                raise LogGap(f"model {m.name!r}: log ends before version {upto}")
+            m.apply(entries)
 
     async def _sync(self, m: LiveModel) -> LiveModel:
         sync = await self.store.sync(m.name, m.incarnation, m.version, m.fold_payload(), LIMIT)

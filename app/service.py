@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from models.params import InvalidParameter
 from models.state import InvalidState
 from storage.codec import encode_instance
 from storage.errors import Conflict, CorruptData, ModelNotFound
-from storage.repository import LogGap, Statistics, StoredModel
+from storage.repository import LogGap, Statistics, StoredModel, Sync
 
 __all__ = ["ModelService"]
 
@@ -261,30 +261,29 @@ class ModelService(Replicas):
         self, name: str, items: Sequence[tuple[Any, Any]]
     ) -> list[dict[str, Any] | Exception]:
         """Trials whose labels are known: appended in order and learned from."""
-        m = await self.live(name)
+        m0 = await self.live(name)
         out: list[dict[str, Any] | Exception] = []
-        todo: list[tuple[int, bytes, int]] = []
+        todo: list[tuple[int, Attributes | Experts, int]] = []
         for i, (payload, label) in enumerate(items):
             try:
-                x = self._encode(m, payload, "instance")
-                todo.append((i, encode_instance(x), self._class(m, label, "label")))
+                x = self._encode(m0, payload, "instance")
+                todo.append((i, x, self._class(m0, label, "label")))
                 out.append({})
             except BadInput as e:
                 out.append(e)
         if not todo:
             return out
-        m, (sync, first) = await self._script(
-            name,
-            lambda m: self.store.learn(
-                name,
-                m.incarnation,
-                m.version,
-                fold=m.fold_payload(),
-                limit=LIMIT,
-                items=[(x, y) for _, x, y in todo],
-            ),
-        )
-        m = await self._catch_up(m, sync)
+        encoded = [(encode_instance(x), y) for _, x, y in todo]
+
+        def call(m: LiveModel) -> Awaitable[tuple[Sync, int]]:
+            if m.incarnation != m0.incarnation:  # re-created meanwhile: another config
+                raise ModelNotFound(name)
+            return self.store.learn(
+                name, m.incarnation, m.version, fold=m.fold_payload(), limit=LIMIT, items=encoded
+            )
+
+        m, (sync, first) = await self._script(name, call)
+        m = await self._catch_up(m, sync, own=(first, [(x, y) for _, x, y in todo]))
         self._snapshot_due(m, first, first + len(todo) - 1)
         for seq, (i, _, y) in enumerate(todo, start=first):
             got: Applied | None = m.recent.get(seq)

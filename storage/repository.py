@@ -7,6 +7,7 @@ read of the log a worker has not seen yet happen in one atomic step and one roun
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -17,9 +18,11 @@ import redis.asyncio as aioredis
 from redis import exceptions as rex
 
 from storage import scripts
+from storage.client import Clients
 from storage.codec import parse_int
 from storage.errors import Conflict, CorruptData, ModelNotFound, StorageError, Unavailable
 from storage.keys import Keys, models_key
+from storage.resp import ReplyError
 
 __all__ = [
     "LabelResult",
@@ -92,6 +95,13 @@ class Statistics:
 
 
 _COUNTERS = ("predictions", "labelled", "learned", "mistakes", "updates", "expired", "late_labels")
+_SCRIPTS = ("CREATE", "SYNC", "PREDICT", "LABEL", "LEARN", "SNAPSHOT", "IMPORT", "SUMMARY")
+
+
+def _refused(e: Exception) -> StorageError:
+    if str(e).startswith(("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")):
+        return Unavailable(f"Redis is not ready: {e}")
+    return StorageError(f"Redis refused a command: {e}")
 
 
 @contextlib.asynccontextmanager
@@ -101,9 +111,7 @@ async def _redis_errors() -> AsyncIterator[None]:
     except (rex.ConnectionError, rex.TimeoutError, rex.BusyLoadingError, OSError) as e:
         raise Unavailable(f"Redis is unavailable: {e}") from e
     except rex.ResponseError as e:
-        if str(e).startswith(("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")):
-            raise Unavailable(f"Redis is not ready: {e}") from e
-        raise StorageError(f"Redis refused a command: {e}") from e
+        raise _refused(e) from e
 
 
 def _text(v: Any) -> str:
@@ -125,25 +133,20 @@ def _int(v: Any, what: str) -> int:
 
 
 class ModelStore:
-    """Models and their trials under one key prefix of one Redis."""
+    """Models and their trials under one key prefix of one Redis.
 
-    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
-        self.client = client
+    Script calls go over the shared pipelined connection, the rest through redis-py.
+    """
+
+    def __init__(self, clients: Clients, prefix: str) -> None:
+        self.client: aioredis.Redis = clients.redis
+        self.conn = clients.scripts
         self.prefix = prefix
         self._keys: dict[str, Keys] = {}
-        self._scripts = {
-            name: client.register_script(getattr(scripts, name))
-            for name in (
-                "CREATE",
-                "SYNC",
-                "PREDICT",
-                "LABEL",
-                "LEARN",
-                "SNAPSHOT",
-                "IMPORT",
-                "SUMMARY",
-            )
-        }
+        self._scripts: dict[str, tuple[str, str]] = {}
+        for name in _SCRIPTS:
+            text: str = getattr(scripts, name)
+            self._scripts[name] = (hashlib.sha1(text.encode()).hexdigest(), text)
 
     def keys(self, name: str) -> Keys:
         k = self._keys.get(name)
@@ -154,8 +157,11 @@ class ModelStore:
         return k
 
     async def _run(self, script: str, name: str, keys: list[str], args: list[Any]) -> Any:
-        async with _redis_errors():
-            reply = await self._scripts[script](keys=keys, args=args)
+        sha, text = self._scripts[script]
+        try:
+            reply = await self.conn.evalsha(sha, text, keys, args)
+        except ReplyError as e:
+            raise _refused(e) from e
         if not isinstance(reply, list) or not reply:
             raise CorruptData(f"script {script} replied {reply!r}")
         status = reply[0]
@@ -290,9 +296,13 @@ class ModelStore:
             u = await self.client.hget(self.keys(name).trial(trial_id), "u")
         return None if u is None else _int(u, "outcome")
 
-    async def read_log(self, name: str, after: int, count: int) -> list[RawEntry]:
+    async def read_log(
+        self, name: str, after: int, count: int, upto: int | None = None
+    ) -> list[RawEntry]:
+        """At most ``count`` log entries after seq ``after`` (and up to ``upto``)."""
+        end = "+" if upto is None else f"{upto}-0"
         async with _redis_errors():
-            out: Any = await self.client.xrange(self.keys(name).log, f"{after + 1}-0", "+", count)
+            out: Any = await self.client.xrange(self.keys(name).log, f"{after + 1}-0", end, count)
         return [(i, [v for kv in f.items() for v in kv]) for i, f in out]
 
     async def log_bounds(self, name: str) -> tuple[int, int]:
@@ -392,7 +402,9 @@ class ModelStore:
         limit: int,
         items: Sequence[tuple[bytes, int]],
     ) -> tuple[Sync, int]:
-        """Append trials with known labels; returns the sync and the first one's seq."""
+        """Append trials with known labels; returns the sync and the first one's seq.
+
+        The sync's entries stop before that seq: the caller applies its own items."""
         args: list[Any] = [incarnation, known, fold, limit]
         for x, y in items:
             args += [x, y]

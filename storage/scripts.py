@@ -100,9 +100,10 @@ local function reachable(known, version)
   return #first == 1 and first[1][1] == (known + 1) .. '-0'
 end
 
-local function catchup(known, version, limit)
-  if version <= known or limit <= 0 then return {{}} end
-  return redis.call('XRANGE', KEYS[2], (known + 1) .. '-0', '+', 'COUNT', limit)
+-- the entries after known, up to upto, at most limit of them
+local function catchup(known, upto, limit)
+  if upto <= known or limit <= 0 then return {{}} end
+  return redis.call('XRANGE', KEYS[2], (known + 1) .. '-0', upto .. '-0', 'COUNT', limit)
 end
 
 -- pending trials past their deadline become expired, a few per call
@@ -244,7 +245,8 @@ LEARN = (
     + """
 -- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit, then per item from 5:
 -- instance, true class
--- Reply: {'ok', version, folded, entries, first seq of these items}
+-- Reply: {'ok', version, folded, entries, first seq of these items}, the entries being
+-- those before the first of these items (the caller has its own)
 fold(ARGV[3])
 local version, known = num(meta, 'version'), tonumber(ARGV[2])
 if not reachable(known, version) then return {'reload'} end
@@ -255,7 +257,7 @@ for i = 5, #ARGV, 2 do
 end
 redis.call('HSET', meta, 'version', version)
 redis.call('HINCRBY', meta, 'learned', version - first + 1)
-return {'ok', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[4])), first}
+return {'ok', version, num(meta, 'folded'), catchup(known, first - 1, tonumber(ARGV[4])), first}
 """
 )
 

@@ -68,16 +68,20 @@ async def test_learn_appends_in_order_and_returns_catch_up(store: ModelStore) ->
     sync, first = await store.learn(
         "m", inc, 0, fold=b"", limit=10, items=[(x_bytes(i), i % 2) for i in range(3)]
     )
-    assert (first, sync.version) == (1, 3)
-    entries = [decode_entry(i, f, 4, 2) for i, f in sync.entries]
+    assert (first, sync.version, sync.entries) == (1, 3, [])  # the caller has its own
+    entries = [decode_entry(i, f, 4, 2) for i, f in await store.read_log("m", 0, 10)]
     assert [(e.seq, e.kind, e.y) for e in entries] == [
         (1, "learn", 0),
         (2, "learn", 1),
         (3, "learn", 0),
     ]
-    sync, first = await store.learn("m", inc, 1, fold=b"", limit=1, items=[(x_bytes(9), 1)])
-    assert first == 4 and sync.version == 4 and len(sync.entries) == 1  # the limit holds
-    assert [e[0] for e in await store.read_log("m", 1, 10)] == [b"2-0", b"3-0", b"4-0"]
+    # a worker that knew only entry 1 gets the others' entries 2 and 3, not its own 4
+    sync, first = await store.learn("m", inc, 1, fold=b"", limit=10, items=[(x_bytes(9), 1)])
+    assert first == 4 and sync.version == 4
+    assert [e[0] for e in sync.entries] == [b"2-0", b"3-0"]
+    sync, _ = await store.learn("m", inc, 0, fold=b"", limit=2, items=[(x_bytes(9), 1)])
+    assert [e[0] for e in sync.entries] == [b"1-0", b"2-0"]  # the limit holds
+    assert [e[0] for e in await store.read_log("m", 1, 10, upto=3)] == [b"2-0", b"3-0"]
 
 
 async def test_fold_counts_each_outcome_once(store: ModelStore) -> None:
