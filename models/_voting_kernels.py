@@ -7,9 +7,12 @@ recycled member's new hypothesis, and the push into the r-buffer. Each step does
 arithmetic of the Python path it replaces, in the same order, so results are bit for bit
 those of the composed classes (``tests/models/test_voting_fast.py`` checks that).
 
-Members live in typed lists of views of the learners' own arrays. ``role[g]`` is 0 for a
-recycled member and 1 for an averaged one; ``idx[g]`` is its position in its own lists and
-``lead[g]`` an averaged member's recycled member (an index into the recycled lists).
+The learners' weights (W, S, P) come in typed lists; the recycled members' stores and the
+averaged members' running sums in blocks with one row per member (see
+:mod:`models.voting_fast`). ``role[g]`` is 0 for a recycled member and 1 for an averaged
+one; ``idx[g]`` is its row in its own blocks and ``lead[g]`` an averaged member's
+recycled member (a row of the recycled blocks); ``ROWS[j]`` is how many rows averaged
+member j's sums have.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def _row(base, W, r, i):  # type: ignore[no-untyped-def]  # pragma: no cover
 @njit(cache=True, nogil=True)
 def member_scores(g, member, a, b, v, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Member g's scores of one instance into ``out``, as its ``_scores`` computes them."""
-    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF = member
+    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS = member
     if role[g] == 0:
         i = idx[g]
         subexpert_scores_into(fams[i], Ws[i], Ss[i], Ps[i], a, b, v, out)
@@ -52,7 +55,8 @@ def member_scores(g, member, a, b, v, out):  # type: ignore[no-untyped-def]  # p
     j, i = idx[g], lead[g]
     T = TOTALS[j]
     scale = 1.0 if T[1] != 0.0 else weight_scale(fams[i] % 100, Ss[i], Ps[i])
-    _averaged_scores(ACC[j], SEEN[j], MARK[j], T[0], T[1], scale, COEF[j], a, b, v, out)
+    R = ROWS[j]
+    _averaged_scores(ACC[j, :R], SEEN[j, :R], MARK[j], T[0], T[1], scale, COEF[j, :R], a, b, v, out)
 
 
 @njit(cache=True, nogil=True)
@@ -64,7 +68,7 @@ def _absorb_averaged(j, i, member, IA, ILEN, a, updated):  # type: ignore[no-unt
     After every absorption the sums have seen every coordinate as it is, so when i did not
     update (``updated`` False) none can differ and only the totals advance.
     """
-    _, _, _, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, _ = member
+    _, _, _, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, _, ROWS = member
     base = fams[i] % 100
     S, P, T = Ss[i], Ps[i], TOTALS[j]
     p, t, epoch, shift = T[0], T[1], T[2], T[3]
@@ -73,7 +77,8 @@ def _absorb_averaged(j, i, member, IA, ILEN, a, updated):  # type: ignore[no-unt
         T[1] = t + 1.0
         return
     W = Ws[i]
-    acc, seen, mark = ACC[j], SEEN[j], MARK[j]
+    R = ROWS[j]
+    acc, seen, mark = ACC[j, :R], SEEN[j, :R], MARK[j]
     shifted = (S[0] if base == BALANCED else 0.0) - shift
     if shifted != 0.0:  # the learner divided its weights by 2**shifted
         factor = 2.0**-shifted
@@ -87,7 +92,7 @@ def _absorb_averaged(j, i, member, IA, ILEN, a, updated):  # type: ignore[no-unt
     if now != epoch:  # the learner rescaled every coordinate
         everywhere = True
         T[2] = now
-    rows = seen.shape[0]
+    rows = R
     if everywhere:
         for e in range(n):
             _flush(acc, seen, mark, base, W, rows, e, p)
@@ -121,7 +126,7 @@ def _flush(acc, seen, mark, base, W, rows, e, p):  # type: ignore[no-untyped-def
 @njit(cache=True, nogil=True)
 def members_trial(  # type: ignore[no-untyped-def]
     a, b, v, c, best,
-    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF,
+    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS,
     us, IA, IB, IV, ILEN, IY, ICNT, RING, INTERNAL,
     SW, SSCALE, nheld,
     BA, BB, BV, BLEN, BY, BCNT, BRING,
@@ -136,7 +141,7 @@ def members_trial(  # type: ignore[no-untyped-def]
     is the member whose update was refused (an overflow: the members before it have
     learned, no averaged one has), else -1.
     """
-    member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF)
+    member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS)
     k = cur.shape[0]
     member_scores(best, member, a, b, v, cur)
     tmp = wf[:k]
@@ -178,7 +183,7 @@ def members_trial(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def buffer_record(  # type: ignore[no-untyped-def]
-    g, role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF,
+    g, role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS,
     BA, BB, BV, BLEN, BY, BCNT, BRING, out, dense,
 ):  # fmt: skip  # pragma: no cover
     """How many of the buffered instances member g's current hypothesis predicts correctly.
@@ -187,7 +192,7 @@ def buffer_record(  # type: ignore[no-untyped-def]
     are computed once for every sub-expert (into ``dense``), as its own scores compute
     them, and each instance sums them in the same order, so the predictions are the same.
     """
-    member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF)
+    member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS)
     s = BLEN.shape[0]
     once = dense.shape[0] <= BLEN.sum()
     if once:
@@ -210,7 +215,7 @@ def buffer_record(  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def _member_weights(g, member, out):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Member g's weight of every sub-expert, in the form its scores multiply."""
-    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF = member
+    role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS = member
     if role[g] == 0:
         i = idx[g]
         base = fams[i] % 100
@@ -222,6 +227,7 @@ def _member_weights(g, member, out):  # type: ignore[no-untyped-def]  # pragma: 
     j, i = idx[g], lead[g]
     T = TOTALS[j]
     scale = weight_scale(fams[i] % 100, Ss[i], Ps[i]) if T[1] == 0.0 else 1.0
-    acc, seen, mark, coef = ACC[j], SEEN[j], MARK[j], COEF[j]
+    R = ROWS[j]
+    acc, seen, mark, coef = ACC[j, :R], SEEN[j, :R], MARK[j], COEF[j, :R]
     for e in range(out.shape[0]):
         out[e] = _weight(acc, seen, mark, T[0], T[1], scale, coef, e)

@@ -9,9 +9,11 @@ estimates hypotheses on the r-buffer in one call too. Everything the Python path
 the members (their counters and versions included) is done here as well, so the state is
 the same bit for bit; only the schedule's bookkeeping stays in Python, shared by both paths.
 
-The views are taken once. V-Combine drops them whenever it resets or imports a state, and
-they are taken afresh when a store must widen; members must not be reset or re-imported
-on their own while V-Combine holds them.
+The members' stores and running sums move into one block per array name (each member keeps
+a view of its part, so both paths see every change); the learners' weights stay where
+they are, in typed lists. All this is set up once: V-Combine drops it whenever it resets
+or imports a state, and sets it up afresh when a store must widen. Members must not be
+reset or re-imported on their own while V-Combine holds them.
 """
 
 from __future__ import annotations
@@ -39,13 +41,13 @@ __all__ = ["CompiledMembers"]
 _FAMILIES = (BALANCED, PERCEPTRON, ALMA)
 _KernelState = tuple[int, np.ndarray, np.ndarray, np.ndarray]
 _F1, _F2 = np.zeros(1), np.zeros((1, 1))  # the array types of the typed lists
-_I1, _I2 = np.zeros(1, np.int64), np.zeros((1, 1), np.int64)
-#: A recycled member's store and an averaged member's running sums, with their array types.
-_STORE = {
-    "items_a_": _I2, "items_b_": _I2, "items_v_": _F2,
-    "items_len_": _I1, "items_y_": _I1, "items_count_": _I1,
-}  # fmt: skip
-_SUMS = {"acc_": _F2, "seen_": _F2, "mark_": _F1, "totals_": _F1}
+#: The arrays of a recycled member's store and of an averaged member's running sums (and
+#: coefficients), which the compiled trial keeps in one block per name across members.
+_STORE = (
+    "items_a_", "items_b_", "items_v_", "items_len_", "items_y_", "items_count_",
+    "ring_", "internal_",
+)  # fmt: skip
+_SUMS = ("acc_", "seen_", "mark_", "totals_", "_coef")
 
 
 def _typed(arrays: Sequence[np.ndarray], like: np.ndarray, any_layout: bool = False) -> Any:
@@ -61,6 +63,34 @@ def _typed(arrays: Sequence[np.ndarray], like: np.ndarray, any_layout: bool = Fa
 
 def _contiguous(*arrays: np.ndarray) -> bool:
     return all(a.flags.c_contiguous for a in arrays)
+
+
+def _blocks(members: Sequence[Any], names: Sequence[str], n: int = 0) -> list[np.ndarray]:
+    """One array per name stacking every member's array, which the member then keeps as a
+    view into the block, so both see every change. An averaged member's sums have one or
+    two rows: their blocks have two, and the member's view takes its own rows."""
+    out = []
+    for name in names:
+        arrays = [getattr(m, name) for m in members]
+        if arrays:
+            shape = tuple(np.max([a.shape for a in arrays], axis=0))
+            dtype = arrays[0].dtype
+        else:  # typed all the same, for the compiled code
+            shape, dtype = _EMPTY[name](n), np.dtype(np.float64)
+        block = np.zeros((len(arrays), *shape), dtype=dtype)
+        for j, a in enumerate(arrays):
+            where: tuple[Any, ...] = (j, *[slice(0, d) for d in a.shape])
+            view = block[where]
+            view[...] = a
+            setattr(members[j], name, view)
+        out.append(block)
+    return out
+
+
+_EMPTY = {  # the shape of an averaged member's array over n sub-experts, at most
+    "acc_": lambda n: (2, n), "seen_": lambda n: (2, n), "mark_": lambda n: (n,),
+    "totals_": lambda n: (4,), "_coef": lambda n: (2,),
+}  # fmt: skip
 
 
 class CompiledMembers:
@@ -81,20 +111,15 @@ class CompiledMembers:
         for j, g in enumerate(averaged):
             role[g], idx[g], lead[g] = 1, j, where[leaders[g]]
         avg = [cast(Averaging, members[g]) for g in averaged]
-        self.width = min(r.items_a_.shape[1] for r in store) if store else 1
+        self.width = store[0].items_a_.shape[1] if store else 1
+        rows = np.array([a.acc_.shape[0] for a in avg], dtype=np.int64)
         self.member = (
             role, idx, lead, np.array([s[0] for s in states], dtype=np.int64),
             _typed([s[1] for s in states], _F2), _typed([s[2] for s in states], _F1),
             _typed([s[3] for s in states], _F1),
-            *(_typed([getattr(a, n) for a in avg], like, True) for n, like in _SUMS.items()),
-            _typed([a._coef for a in avg], _F1, True),
+            *_blocks(avg, _SUMS, vc.input_size), rows,
         )  # fmt: skip
-        self.store = (
-            np.array([r._u for r in store], dtype=np.int64),
-            *(_typed([getattr(r, n) for r in store], like) for n, like in _STORE.items()),
-            _typed([r.ring_ for r in store], _I1),
-            _typed([r.internal_ for r in store], _I1),
-        )
+        self.store = (np.array([r._u for r in store], dtype=np.int64), *_blocks(store, _STORE))
         self.recycled, self.leaders = recycled, leaders
         self.buffer = self._pack_buffer(vc, self.width)
         self.slots: tuple[Any, ...] = (np.zeros((0, vc.input_size)), np.zeros(0), 0)
@@ -124,11 +149,13 @@ class CompiledMembers:
             if not (isinstance(m, Recycling) and type(m.learner_) is SubExpert):
                 return None
             fam, W, S, P = m.learner_.kernel_state()
-            stored = [getattr(m, n) for n in _STORE] + [m.ring_, m.internal_]
-            if fam < SUBEXPERT or fam % 100 not in _FAMILIES or not _contiguous(W, S, P, *stored):
+            if fam < SUBEXPERT or fam % 100 not in _FAMILIES or not _contiguous(W, S, P):
                 return None
             recycled.append(g)
         if any(leaders[g] not in recycled for g in leaders):
+            return None
+        shapes = {(m.size, m.items_a_.shape[1]) for m in vc.learners_ if isinstance(m, Recycling)}
+        if len(shapes) > 1:  # stores of different sizes or widths: no common block
             return None
         return cls(vc, recycled, leaders)
 

@@ -156,3 +156,15 @@ def test_other_members_take_the_reference_path(params: dict[str, Any]) -> None:
 def test_weighted_majority_every_trial_is_compiled() -> None:
     fast, reference = _pair({**SMALL, "select": "weighted-majority", "beta": 0.7})
     _agree(fast, reference, _majority(300, 14, 0.2))
+
+
+def test_recycled_members_alone_are_compiled() -> None:
+    learners = [
+        {"kind": "recycling", "size": 12, "max_updates": 2, "learner": spec}
+        for spec in (
+            {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": 1.2}},
+            {"kind": "subexpert", "learner": {"kind": "alma", "p": 3.0}},
+        )
+    ]
+    fast, reference = _pair({"kind": "v-combine", "learners": learners, "h": 4, "window": 8})
+    _agree(fast, reference, _majority(300, 15, 0.1))
