@@ -1,17 +1,31 @@
-"""The one place a Redis client is created and closed."""
+"""The one place the Redis clients are created and closed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import redis.asyncio as aioredis
 
-__all__ = ["close", "connect"]
+from storage.resp import Connection
+
+__all__ = ["Clients", "close", "connect"]
 
 
-def connect(url: str, *, timeout: float = 5.0, max_connections: int = 1024) -> aioredis.Redis:
-    """An asyncio client for ``url`` (redis://, rediss:// or unix://), replies as bytes.
+@dataclass(frozen=True, slots=True)
+class Clients:
+    """A redis-py client for general commands and one pipelined connection shared by
+    the per-trial script calls."""
 
-    Each command in flight holds a connection (at most ``max_connections``; beyond that a
-    command fails as unavailable). Connections are made lazily; callers see failures as
+    redis: aioredis.Redis
+    scripts: Connection
+
+
+def connect(url: str, *, timeout: float = 5.0, max_connections: int = 1024) -> Clients:
+    """Clients for ``url`` (redis://, rediss:// or unix://), replies as bytes.
+
+    Each redis-py command in flight holds a pooled connection (at most
+    ``max_connections``; beyond that a command fails as unavailable); the script calls
+    share one. Connections are made lazily; callers see failures as
     :class:`~storage.errors.Unavailable` from the repository.
     """
     pool = aioredis.ConnectionPool.from_url(
@@ -21,8 +35,9 @@ def connect(url: str, *, timeout: float = 5.0, max_connections: int = 1024) -> a
         socket_connect_timeout=timeout,
         max_connections=max_connections,
     )
-    return aioredis.Redis(connection_pool=pool)
+    return Clients(aioredis.Redis(connection_pool=pool), Connection(url, timeout=timeout))
 
 
-async def close(client: aioredis.Redis) -> None:
-    await client.aclose()
+async def close(clients: Clients) -> None:
+    await clients.scripts.aclose()
+    await clients.redis.aclose()
