@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numba
 import numpy as np
-from numba import types
 from numba.typed import List
 
 from models._dispatch import ALMA, BALANCED, PERCEPTRON, SUBEXPERT
@@ -50,12 +49,9 @@ _STORE = (
 _SUMS = ("acc_", "seen_", "mark_", "totals_", "_coef")
 
 
-def _typed(arrays: Sequence[np.ndarray], like: np.ndarray, any_layout: bool = False) -> Any:
-    """A numba typed list of arrays typed like ``like`` (C-contiguous, or of any layout)."""
-    kind = numba.typeof(like)
-    if any_layout:
-        kind = types.Array(kind.dtype, kind.ndim, "A")
-    out = List.empty_list(kind)
+def _typed(arrays: Sequence[np.ndarray], like: np.ndarray) -> Any:
+    """A numba typed list of arrays typed like ``like`` (C-contiguous)."""
+    out = List.empty_list(numba.typeof(like))
     for a in arrays:
         out.append(a)
     return out

@@ -202,7 +202,8 @@ class VotingTrial(Learner):
 
     def _compiled_members(self, x: Any) -> CompiledMembers | None:
         """The compiled view of the members (:mod:`models.voting_fast`), if they allow one."""
-        if not self._compiled:
+        if not self._compiled:  # (a view taken before would miss the trials from here)
+            self._fast, self._fast_tried = None, False
             return None
         if not self._fast_tried:
             self._fast, self._fast_tried = CompiledMembers.of(self), True

@@ -168,3 +168,13 @@ def test_recycled_members_alone_are_compiled() -> None:
     ]
     fast, reference = _pair({"kind": "v-combine", "learners": learners, "h": 4, "window": 8})
     _agree(fast, reference, _majority(300, 15, 0.1))
+
+
+def test_switching_paths_mid_run_keeps_them_equal() -> None:
+    fast, reference = _pair(SMALL)
+    stream = _majority(600, 16, 0.1)
+    for t, (x, y) in enumerate(stream):
+        fast._compiled = not 200 <= t < 400
+        assert fast.learn(x, y) == reference.learn(x, y), t
+    assert fast._fast is not None
+    assert _state(fast) == _state(reference)
