@@ -1,10 +1,11 @@
 """One pipelined Redis connection shared by every command of a process.
 
-Commands are written as they come, without waiting for earlier replies; Redis answers in
-order, so replies resolve a queue of futures first-in first-out. A single timer watches the
-queue: when commands are pending and Redis has sent nothing for ``timeout`` seconds, the
-connection is dropped. Whatever is pending when the connection goes fails as
-:class:`~storage.errors.Unavailable`, and the next command connects again.
+Commands do not wait for earlier replies: those sent in one turn of the event loop go out
+in one write, and as Redis answers in order, replies resolve a queue of futures first-in
+first-out. A single timer watches the queue: when commands are pending and Redis has sent
+nothing for ``timeout`` seconds, the connection is dropped. Whatever is pending when the
+connection goes fails as :class:`~storage.errors.Unavailable`, and the next command
+connects again.
 """
 
 from __future__ import annotations
@@ -79,11 +80,13 @@ class _Protocol(asyncio.Protocol):
         self.closed = False
         self.heard = 0.0  # when Redis last sent anything, or the queue last became non-empty
         self.timer: asyncio.TimerHandle | None = None
+        self.out: list[bytes] = []  # packed commands for the next write
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
 
     def send(self, args: tuple[Any, ...]) -> asyncio.Future[Any]:
+        packed = pack_command(args)
         fut = self.loop.create_future()
         if self.closed:
             fut.set_exception(Unavailable("lost the connection to Redis"))
@@ -92,10 +95,16 @@ class _Protocol(asyncio.Protocol):
             self.heard = self.loop.time()
             if self.timer is None:
                 self.timer = self.loop.call_at(self.heard + self.timeout, self._watch)
-        assert self.transport is not None
-        self.transport.write(pack_command(args))
+        if not self.out:
+            self.loop.call_soon(self._flush)
+        self.out.append(packed)
         self.pending.append(fut)
         return fut
+
+    def _flush(self) -> None:
+        out, self.out = self.out, []
+        if out and not self.closed and self.transport is not None:
+            self.transport.write(b"".join(out))
 
     def data_received(self, data: bytes) -> None:
         self.heard = self.loop.time()

@@ -69,6 +69,9 @@ async def test_error_replies_raise_and_keep_the_stream_in_step(
             assert g == str(i).encode()
     with pytest.raises(ReplyError, match="unknown command"):
         await conn.call("NOSUCHCOMMAND")
+    with pytest.raises(TypeError):
+        await conn.call("ECHO", None)  # never sent
+    assert await conn.call("ECHO", "still in step") == b"still in step"
 
 
 async def test_a_caller_giving_up_leaves_the_others_in_step(
