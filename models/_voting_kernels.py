@@ -28,8 +28,8 @@ from models._dispatch import (
     weight_scale,
 )
 from models._kernels import argmax_first, linear_max_scores_into
+from models._recycling_kernels import learn_and_recycle, push
 from models.averaging import _averaged_scores, _weight
-from models.recycling import _push, _trial
 
 __all__ = ["buffer_record", "members_trial"]
 
@@ -165,7 +165,7 @@ def members_trial(  # type: ignore[no-untyped-def]
         i = idx[g]
         internal = INTERNAL[i]
         done = internal[2]
-        pred, st = _trial(
+        pred, st = learn_and_recycle(
             fams[i], Ws[i], Ss[i], Ps[i], k, a, b, v, c, IA[i], IB[i], IV[i], ILEN[i],
             IY[i], ICNT[i], RING[i], internal, us[i], wf, wi,
         )  # fmt: skip
@@ -177,7 +177,7 @@ def members_trial(  # type: ignore[no-untyped-def]
         if role[g] == 1:
             _absorb_averaged(idx[g], lead[g], member, IA, ILEN, a, moved[lead[g]])
     if BLEN.shape[0] > 0:
-        _push(a, b, v, c, 0, BA, BB, BV, BLEN, BY, BCNT, BRING)
+        push(a, b, v, c, 0, BA, BB, BV, BLEN, BY, BCNT, BRING)
     return -1, voted, predicted
 
 
