@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -95,7 +96,17 @@ class Statistics:
 
 
 _COUNTERS = ("predictions", "labelled", "learned", "mistakes", "updates", "expired", "late_labels")
-_SCRIPTS = ("CREATE", "SYNC", "PREDICT", "LABEL", "LEARN", "SNAPSHOT", "IMPORT", "SUMMARY")
+_SCRIPTS = (
+    "CREATE",
+    "SYNC",
+    "PREDICT",
+    "LABEL",
+    "LEARN",
+    "SNAPSHOT",
+    "IMPORT",
+    "SUMMARY",
+    "STATS",
+)
 
 
 def _refused(e: Exception) -> StorageError:
@@ -118,12 +129,18 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+_POINTS = re.compile(rb"(?:\d{1,18}:\d{1,18}\n)*")
+
+
 def _points(raw: list[bytes], what: str) -> list[tuple[int, int]]:
-    out = []
-    for pt in raw:
-        t, _, m = pt.partition(b":")
-        out.append((_int(t, what), _int(m, what)))
-    return out
+    """``b"<trials>:<mistakes>"`` points, checked and converted in one pass."""
+    if not raw:
+        return []
+    joined = b"\n".join(raw) + b"\n"
+    if not _POINTS.fullmatch(joined):
+        raise CorruptData(f"{what}: expected '<trials>:<mistakes>' points")
+    flat = list(map(int, joined.replace(b":", b"\n").split()))
+    return list(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _int(v: Any, what: str) -> int:
@@ -246,16 +263,11 @@ class ModelStore:
     async def read_statistics(self, name: str, now_ms: int) -> Statistics:
         """Counters, pending trials, the mistake curves and the learner summary, in one
         round trip."""
-        k = self.keys(name)
-        async with _redis_errors():
-            pipe = self.client.pipeline(transaction=True)
-            pipe.hgetall(k.meta)
-            pipe.zcount(k.pending, f"({now_ms}", "+inf")
-            pipe.zcount(k.pending, "-inf", now_ms)
-            pipe.lrange(k.curve, 0, -1)
-            pipe.lrange(k.window, 0, -1)
-            pipe.hmget(k.summary, "version", "doc")
-            meta, pending, overdue, curve, window, (sv, doc) = await pipe.execute()
+        reply = await self._run("STATS", name, self._fixed(name), [now_ms])
+        _, flat, pending, overdue, curve, window, sv, doc = reply
+        meta = dict(zip(flat[::2], flat[1::2], strict=True))
+        doc = doc or None
+        sv = sv or None
         if not meta:
             raise ModelNotFound(name)
         summary = None

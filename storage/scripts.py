@@ -24,7 +24,17 @@ outcome any number of times.
 
 from __future__ import annotations
 
-__all__ = ["CREATE", "IMPORT", "LABEL", "LEARN", "PREDICT", "SNAPSHOT", "SUMMARY", "SYNC"]
+__all__ = [
+    "CREATE",
+    "IMPORT",
+    "LABEL",
+    "LEARN",
+    "PREDICT",
+    "SNAPSHOT",
+    "STATS",
+    "SUMMARY",
+    "SYNC",
+]
 
 CURVE_POINTS = 512  # the mistake curve keeps at most this many points
 WINDOW_STEP, WINDOW_POINTS = 10, 101  # the sliding window: the last 1,000 trials
@@ -316,3 +326,19 @@ end
 return {'ok'}
 """
 )
+
+STATS = """
+-- ARGV: 1 now (ms)
+-- Reply: {'ok', meta (flat field/value list), pending, overdue, curve, window,
+--         summary version or '', summary or ''} | {'gone'}
+-- Reads what a dashboard shows in one step; the model's incarnation is not checked.
+local meta = redis.call('HGETALL', KEYS[1])
+if #meta == 0 then return {'gone'} end
+local now = ARGV[1]
+local summary = redis.call('HMGET', KEYS[8], 'version', 'doc')
+return {'ok', meta,
+        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'),
+        redis.call('ZCOUNT', KEYS[4], '-inf', now),
+        redis.call('LRANGE', KEYS[6], 0, -1), redis.call('LRANGE', KEYS[7], 0, -1),
+        summary[1] or '', summary[2] or ''}
+"""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from app.deps import NameDep, ServiceDep
-from app.schemas import StatsPublic, WindowPublic
+from app.routers._lean import answer
+from app.schemas import StatsPublic
 from storage.repository import Statistics
 from storage.scripts import WINDOW_POINTS
 
@@ -18,7 +19,8 @@ def _rate(mistakes: int, trials: int) -> float | None:
     return mistakes / trials if trials > 0 else None
 
 
-def public(s: Statistics) -> StatsPublic:
+def public(s: Statistics) -> dict[str, Any]:
+    """The :class:`StatsPublic` document of ``s`` (built directly: dashboards poll it)."""
     m = s.model
     labels = [str(v) for v in m.config.get("labels", [])]
 
@@ -35,7 +37,7 @@ def public(s: Statistics) -> StatsPublic:
     (t1, m1) = s.window[-1] if s.window else (0, 0)
     summary: dict[str, Any] = s.summary or {}
     c = m.counters
-    return StatsPublic(
+    return dict(
         name=m.name,
         version=m.version,
         folded=m.folded,
@@ -48,7 +50,7 @@ def public(s: Statistics) -> StatsPublic:
         mistakes=c["mistakes"],
         updates=c["updates"],
         error_rate=_rate(c["mistakes"], m.folded),
-        window=WindowPublic(trials=t1 - t0, mistakes=m1 - m0, error_rate=_rate(m1 - m0, t1 - t0)),
+        window={"trials": t1 - t0, "mistakes": m1 - m0, "error_rate": _rate(m1 - m0, t1 - t0)},
         confusion=confusion,
         curve=s.curve,
         internal=summary.get("internal"),
@@ -59,8 +61,8 @@ def public(s: Statistics) -> StatsPublic:
     )
 
 
-@router.get("/stats")
-async def stats(name: NameDep, service: ServiceDep) -> StatsPublic:
+@router.get("/stats", response_model=StatsPublic)
+async def stats(name: NameDep, service: ServiceDep) -> Response:
     """Counters, error rates, confusion counts, the mistake curve, and what the learner
     shows: recycling's internal mistakes, V-Combine's leader, fusion weights."""
-    return public(await service.statistics(name))
+    return answer(public(await service.statistics(name)))
