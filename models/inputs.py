@@ -439,9 +439,15 @@ class InputSpace:
         return Attributes(idx, val)
 
     def _encode_votes(self, votes: Any) -> Experts:
-        rows, paths, scores = _read_votes(votes, self._expert_index, self._class_key, self.labels)
+        rows, paths, scores = _read_votes(
+            votes, self._expert_index, self._class_key, self.labels, self._class
+        )
         scores = _normalise(scores, paths, self._normalize, self.labels)
         experts = np.array(rows, dtype=np.int64)
+        if experts.size > 1 and (experts[1:] < experts[:-1]).any():
+            order = np.argsort(experts, kind="stable")
+            experts, scores = experts[order], scores[order]
+        # each expert votes once, so row-major non-zeros come sorted by (expert, class)
         r, c = np.nonzero(scores)
         e, cls, v = [experts[r]], [c], [scores[r, c]]
         if self._s:
@@ -451,4 +457,4 @@ class InputSpace:
             e.append(len(self._expert_names) + experts[r] * self._s + j)
             cls.append(split[j])
             v.append(pieces[r, j])
-        return Experts(np.concatenate(e), np.concatenate(cls), np.concatenate(v))
+        return Experts._trusted(np.concatenate(e), np.concatenate(cls), np.concatenate(v))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -120,8 +121,15 @@ def _read_votes(
     expert_index: Mapping[str, int],
     class_key: Callable[[Any], int | None],
     labels: tuple[Any, ...],
+    classes: Mapping[Any, int] | None = None,
 ) -> tuple[list[int], list[tuple[str, bool]], np.ndarray]:
-    """The voting experts' indices, (field path, given as a list) and raw k-scores."""
+    """The voting experts' indices, (field path, given as a list) and raw k-scores.
+
+    ``classes`` maps exact str and int labels to their class, a shortcut for class_key.
+
+    Fusion models read one vote per deployed classifier on every trial, so the common
+    forms (a bare label, a list of scores, a plain dict) are tested by exact type first.
+    """
     if votes is None:
         votes = {}
     elif not isinstance(votes, Mapping):
@@ -132,29 +140,53 @@ def _read_votes(
     rows: list[int] = []
     paths: list[tuple[str, bool]] = []
     scores = np.zeros((len(votes), k))
+    ones_r: list[int] = []  # bare-label votes, set all at once below
+    ones_c: list[int] = []
+    listed_r: list[int] = []  # lists of scores, converted all at once below
+    listed_v: list[Any] = []
+    fast = classes or {}
     for name, vote in votes.items():
-        i = expert_index.get(name, -1) if isinstance(name, str) else -1
+        i = expert_index.get(name, -1) if type(name) is str else -1
         if i < 0:
             raise InvalidInstance(f"{_key_path('experts', name)}: unknown expert")
-        if vote is None or (isinstance(vote, Mapping) and not vote):
+        kind = type(vote)
+        if vote is None or (kind is dict and not vote):
             continue
-        path, r = f"experts.{name}", len(rows)
-        if isinstance(vote, Mapping):
-            _read_mapping_vote(vote, path, scores[r], class_key)
-        elif _is_list(vote):
-            if len(vote) != k:
-                raise InvalidInstance(f"{path} has {len(vote)} scores: expected {k}")
-            scores[r] = _numbers(vote, _indexed(path))
-        else:
-            c = class_key(vote)
+        r = len(rows)
+        listed = kind is list or kind is tuple or kind is np.ndarray
+        if kind is str or kind is int or not (listed or isinstance(vote, Mapping)):
+            c = fast.get(vote) if kind is str or kind is int else None
+            if c is None:
+                c = class_key(vote)
             if c is None:
                 expected = f"expected a label, a list of {k} scores or an object {{label: score}}"
                 if isinstance(vote, str | int) and not isinstance(vote, bool):
                     expected = f"unknown label, expected one of {list(labels)}"
-                raise InvalidInstance(f"{path} is {_show(vote)}: {expected}")
-            scores[r, c] = 1.0
+                raise InvalidInstance(f"experts.{name} is {_show(vote)}: {expected}")
+            ones_r.append(r)
+            ones_c.append(c)
+        elif listed:
+            if len(vote) != k:
+                raise InvalidInstance(f"experts.{name} has {len(vote)} scores: expected {k}")
+            listed_r.append(r)
+            listed_v.append(vote)
+        else:
+            _read_mapping_vote(vote, f"experts.{name}", scores[r], class_key)
         rows.append(i)
-        paths.append((path, _is_list(vote)))
+        paths.append((f"experts.{name}", listed))
+    if ones_r:
+        scores[ones_r, ones_c] = 1.0
+    if listed_r:
+        flat = [v for vote in listed_v if type(vote) is not np.ndarray for v in vote]
+        arr = None
+        if set(map(type, flat)) <= _FAST_NUMBERS and len(flat) == k * len(listed_v):
+            with contextlib.suppress(OverflowError):
+                arr = np.array(flat, dtype=np.float64).reshape(len(listed_v), k)
+        if arr is not None and np.isfinite(arr).all():
+            scores[listed_r] = arr
+        else:  # the slow way, which names the bad score
+            for r, vote in zip(listed_r, listed_v, strict=True):
+                scores[r] = _numbers(vote, _indexed(paths[r][0]))
     return rows, paths, scores[: len(rows)]
 
 
