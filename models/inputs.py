@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -88,6 +89,7 @@ NORMALIZE = ("raw", "sum-to-one", "rank", "argmax")
 Label = str | int
 
 _HASH_CACHE_LIMIT = 1 << 16
+_DIGIT_KEYS = re.compile(r"[0-9]{1,18}(?:,[0-9]{1,18})*")
 
 
 class InputSpace:
@@ -311,6 +313,20 @@ class InputSpace:
             return i
         return self._hash(key)
 
+    def _digit_keys(self, keys: list[Any]) -> np.ndarray | None:
+        """The indices of keys that are all strings of digits within range (the common
+        sparse form), checked at once; None when feature_index must look at each."""
+        if self._mode != "n_features" or not keys:
+            return None
+        try:
+            joined = ",".join(keys)
+        except TypeError:
+            return None
+        if len(joined) > 20 * len(keys) or not _DIGIT_KEYS.fullmatch(joined):
+            return None
+        idx = np.array(list(map(int, keys)), dtype=np.int64)
+        return idx if idx.max() < self._d else None
+
     def _hash(self, name: str) -> int:
         """A stable hash (keyed BLAKE2b, 64 bits) of ``name`` modulo the table size."""
         i = self._hash_cache.get(name)
@@ -415,7 +431,9 @@ class InputSpace:
                 expected = f"a list of {d} numbers or {expected}"
             raise InvalidInstance(f"features is {_show(features)}: expected {expected}")
         keys = list(features)
-        idx = np.fromiter(map(self.feature_index, keys), dtype=np.int64, count=len(keys))
+        idx = self._digit_keys(keys)
+        if idx is None:
+            idx = np.fromiter(map(self.feature_index, keys), dtype=np.int64, count=len(keys))
         val = _numbers(list(features.values()), lambda j: _key_path("features", keys[j]))
         if idx.size > 1:  # sorted indices: attributes_as_experts needs them in order
             order = np.argsort(idx, kind="stable")
@@ -436,7 +454,8 @@ class InputSpace:
                     )
         if self._constant:
             idx, val = np.append(idx, d), np.append(val, 1.0)
-        return Attributes(idx, val)
+        # indices checked by feature_index, sorted and distinct above; values finite
+        return Attributes._trusted(idx, val)
 
     def _encode_votes(self, votes: Any) -> Experts:
         rows, paths, scores = _read_votes(

@@ -133,6 +133,17 @@ class Attributes:
         val.flags.writeable = False
 
     @classmethod
+    def _trusted(cls, idx: np.ndarray, val: np.ndarray) -> Attributes:
+        """Wrap int64 indices already sorted and distinct, and finite values (internal
+        use); zero values are dropped."""
+        nz = val != 0.0
+        if not nz.all():
+            idx, val = idx[nz], val[nz]
+        obj = cls.__new__(cls)
+        obj._set(np.ascontiguousarray(idx), np.ascontiguousarray(val))
+        return obj
+
+    @classmethod
     def from_dense(cls, x: Any) -> Attributes:
         """Build from a dense vector; its length is kept as ``size``."""
         val = _as_values(x, "features")
