@@ -1,9 +1,9 @@
-"""The per-trial calls served ahead of FastAPI's router.
+"""The trial calls served ahead of FastAPI's router.
 
-``POST /v1/models/{name}/predict``, ``/label`` and ``/learn`` run thousands of times a
-second; this middleware hands them straight to the same handlers the routes use
-(:data:`app.routers.trials.ONE_TRIAL`), with the same answers and errors, without the
-router's matching and dependency machinery. Everything else passes through.
+``POST /v1/models/{name}/predict``, ``/label``, ``/learn`` and their batch forms run
+thousands of times a second; this middleware hands them straight to the same handlers the
+routes use (:data:`app.routers.trials.HANDLERS`), with the same answers and errors,
+without the router's matching and dependency machinery. Everything else passes through.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from types import SimpleNamespace
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.routers.trials import ONE_TRIAL
+from app.routers.trials import HANDLERS
 from app.status import error_body
 
 __all__ = ["TrialFastPath"]
 
 log = logging.getLogger("committee.api")
-_PATH = re.compile(r"^/v1/models/([^/]+)/(predict|label|learn)$")
-_ROUTES = {op: SimpleNamespace(path=f"/v1/models/{{name}}/{op}") for op in ONE_TRIAL}
+_PATH = re.compile(r"^/v1/models/([^/]+)/((?:predict|label|learn)(?:/batch)?)$")
+_ROUTES = {call: SimpleNamespace(path=f"/v1/models/{{name}}/{call}") for call in HANDLERS}
 _JSON = (b"content-type", b"application/json")
 
 
@@ -47,7 +47,7 @@ class TrialFastPath:
             more = message.get("more_body", False)
         headers = [_JSON]
         try:
-            doc = await ONE_TRIAL[op](scope["app"].state.service, name, b"".join(chunks))
+            doc = await HANDLERS[op](scope["app"].state.service, name, b"".join(chunks))
             status = 200
         except Exception as e:
             status, doc, extra = error_body(e)

@@ -1,18 +1,23 @@
-"""Trials: predict now, label later (exactly once), or learn with a known label."""
+"""Trials: predict now, label later (exactly once), or learn with a known label.
+
+Each call is a plain function from (service, model name, raw body) to the answer's
+document; the routes below declare them for OpenAPI and serve them, and
+:mod:`app.fastpath` serves the same functions ahead of the router, since they run
+thousands of times a second.
+"""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from app.deps import NameDep, ServiceDep, SettingsDep
 from app.errors import BadInput
 from app.routers._lean import answer, body, check_name, parse
 from app.schemas import (
-    BatchItem,
     BatchPublic,
-    ItemError,
+    Instance,
     LabelBatchCreate,
     LabelCreate,
     LabelPublic,
@@ -27,43 +32,52 @@ from app.service import ModelService
 from app.status import error_status
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
-T = TypeVar("T", PredictPublic, LabelPublic, LearnPublic)
+Handler = Callable[[ModelService, str, bytes], Awaitable[dict[str, Any]]]
+Results = list[dict[str, Any] | Exception]
 
 
-def _one(results: list[dict[str, Any] | Exception]) -> dict[str, Any]:
+def _one(results: Results) -> dict[str, Any]:
     r = results[0]
     if isinstance(r, Exception):
         raise r
     return r
 
 
-def _batch(
-    cls: type[T], results: list[dict[str, Any] | Exception], field: str = "items"
-) -> BatchPublic[T]:
-    items: list[BatchItem[T]] = []
+def _many(results: Results, drop_trial: bool = False) -> dict[str, Any]:
+    """``{"items": [{"result", "error"}]}``, in order; an error names its item's field."""
+    items = []
     for i, r in enumerate(results):
         if isinstance(r, Exception):
             code, message = error_status(r)
-            where = f"{field}.{i}.{r.field}" if isinstance(r, BadInput) else None
-            items.append(BatchItem(error=ItemError(status=code, message=message, field=where)))
+            field = f"items.{i}.{r.field}" if isinstance(r, BadInput) else None
+            error = {"status": code, "message": message, "field": field}
+            items.append({"result": None, "error": error})
         else:
-            items.append(BatchItem(result=cls(**r)))
-    return BatchPublic[cls](items=items)  # type: ignore[valid-type]
+            if drop_trial:
+                del r["trial_id"]
+            items.append({"result": r, "error": None})
+    return {"items": items}
 
 
-def _limit(n: int, settings: SettingsDep) -> None:
-    if n > settings.max_batch_items:
-        raise BadInput("items", f"{n} items: expected at most {settings.max_batch_items}")
+def _limit(service: ModelService, n: int) -> None:
+    most = service.settings.max_batch_items
+    if n > most:
+        raise BadInput("items", f"{n} items: expected at most {most}")
 
 
-def _instance(body: PredictCreate | LearnCreate) -> dict[str, Any]:
-    return body.instance.model_dump(exclude_none=True)
+def _instance(x: Instance) -> dict[str, Any]:
+    out = {}
+    if x.features is not None:
+        out["features"] = x.features
+    if x.experts is not None:
+        out["experts"] = x.experts
+    return out
 
 
 async def predict_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
     check_name(name)
     b = parse(raw, PredictCreate)
-    return _one(await service.predict(name, [(_instance(b), b.trial_id)], track=b.track))
+    return _one(await service.predict(name, [(_instance(b.instance), b.trial_id)], track=b.track))
 
 
 async def label_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
@@ -75,19 +89,58 @@ async def label_one(service: ModelService, name: str, raw: bytes) -> dict[str, A
 async def learn_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
     check_name(name)
     b = parse(raw, LearnCreate)
-    result = _one(await service.learn(name, [(_instance(b), b.label)]))
+    result = _one(await service.learn(name, [(_instance(b.instance), b.label)]))
     del result["trial_id"]
     return result
 
 
-# The three calls made once per trial; app.fastpath serves them ahead of the router.
-ONE_TRIAL = {"predict": predict_one, "label": label_one, "learn": learn_one}
+async def predict_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+    check_name(name)
+    b = parse(raw, PredictBatchCreate)
+    _limit(service, len(b.items))
+    tracks = {i.track for i in b.items} if b.track is None else {b.track}
+    if len(tracks) > 1:
+        raise BadInput("items", "mixed track values: expected all true or all false")
+    items = [(_instance(i.instance), i.trial_id) for i in b.items]
+    return _many(await service.predict(name, items, track=tracks.pop()))
+
+
+async def label_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+    check_name(name)
+    b = parse(raw, LabelBatchCreate)
+    _limit(service, len(b.items))
+    return _many(await service.label(name, [(i.trial_id, i.label) for i in b.items]))
+
+
+async def learn_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+    check_name(name)
+    b = parse(raw, LearnBatchCreate)
+    _limit(service, len(b.items))
+    items = [(_instance(i.instance), i.label) for i in b.items]
+    return _many(await service.learn(name, items), drop_trial=True)
+
+
+# every trial call by its path after /v1/models/{name}/
+HANDLERS: dict[str, Handler] = {
+    "predict": predict_one,
+    "label": label_one,
+    "learn": learn_one,
+    "predict/batch": predict_many,
+    "label/batch": label_many,
+    "learn/batch": learn_many,
+}
+
+
+async def _serve(request: Request, call: str) -> Response:
+    service = request.app.state.service
+    name = request.path_params["name"]
+    return answer(await HANDLERS[call](service, name, await request.body()))
 
 
 @router.post("/predict", response_model=PredictPublic, openapi_extra=body(PredictCreate))
 async def predict(name: str, request: Request) -> Response:
     """Predict a label; unless ``track`` is false, keep the trial until its label comes."""
-    return answer(await predict_one(request.app.state.service, name, await request.body()))
+    return await _serve(request, "predict")
 
 
 @router.post("/label", response_model=LabelPublic, openapi_extra=body(LabelCreate))
@@ -98,44 +151,36 @@ async def label(name: str, request: Request) -> Response:
     again returns the same answer and changes nothing; a different one is a 409; an
     unknown or expired trial is a 404.
     """
-    return answer(await label_one(request.app.state.service, name, await request.body()))
+    return await _serve(request, "label")
 
 
 @router.post("/learn", response_model=LearnPublic, openapi_extra=body(LearnCreate))
 async def learn(name: str, request: Request) -> Response:
     """One trial whose label is already known: predict, judge and learn at once."""
-    return answer(await learn_one(request.app.state.service, name, await request.body()))
+    return await _serve(request, "learn")
 
 
-@router.post("/predict/batch")
-async def predict_batch(
-    name: NameDep, body: PredictBatchCreate, service: ServiceDep, settings: SettingsDep
-) -> BatchPublic[PredictPublic]:
+@router.post(
+    "/predict/batch",
+    response_model=BatchPublic[PredictPublic],
+    openapi_extra=body(PredictBatchCreate),
+)
+async def predict_batch(name: str, request: Request) -> Response:
     """Several predictions by the same hypothesis; one result or error per item, in order."""
-    _limit(len(body.items), settings)
-    items = [(_instance(b), b.trial_id) for b in body.items]
-    tracks = {b.track for b in body.items} if body.track is None else {body.track}
-    if len(tracks) > 1:
-        raise BadInput("items", "mixed track values: expected all true or all false")
-    results = await service.predict(name, items, track=tracks.pop())
-    return _batch(PredictPublic, results)
+    return await _serve(request, "predict/batch")
 
 
-@router.post("/label/batch")
-async def label_batch(
-    name: NameDep, body: LabelBatchCreate, service: ServiceDep, settings: SettingsDep
-) -> BatchPublic[LabelPublic]:
+@router.post(
+    "/label/batch", response_model=BatchPublic[LabelPublic], openapi_extra=body(LabelBatchCreate)
+)
+async def label_batch(name: str, request: Request) -> Response:
     """Several labels, applied in order as one sequence; one result or error per item."""
-    _limit(len(body.items), settings)
-    results = await service.label(name, [(b.trial_id, b.label) for b in body.items])
-    return _batch(LabelPublic, results)
+    return await _serve(request, "label/batch")
 
 
-@router.post("/learn/batch")
-async def learn_batch(
-    name: NameDep, body: LearnBatchCreate, service: ServiceDep, settings: SettingsDep
-) -> BatchPublic[LearnPublic]:
+@router.post(
+    "/learn/batch", response_model=BatchPublic[LearnPublic], openapi_extra=body(LearnBatchCreate)
+)
+async def learn_batch(name: str, request: Request) -> Response:
     """Several trials with known labels, learned in order as one sequence."""
-    _limit(len(body.items), settings)
-    results = await service.learn(name, [(_instance(b), b.label) for b in body.items])
-    return _batch(LearnPublic, results)
+    return await _serve(request, "learn/batch")

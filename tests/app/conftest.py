@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
@@ -25,10 +26,10 @@ def free_port() -> int:
 class ServerThread:
     """uvicorn in a thread of this process, stopped on exit."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, app: FastAPI | None = None) -> None:
         self.port = free_port()
         config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+            app or create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -61,6 +62,12 @@ def api_url(api_settings: Settings) -> Iterator[str]:
     """Base URL of the app served for this session."""
     with ServerThread(api_settings) as server:
         yield server.url
+
+
+@pytest.fixture(scope="session")
+def server_thread() -> type[ServerThread]:
+    """The class that serves an app in a thread (for tests that build their own app)."""
+    return ServerThread
 
 
 @pytest.fixture

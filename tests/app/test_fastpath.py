@@ -1,0 +1,97 @@
+"""The trial calls answer the same through the fast path and through FastAPI's router."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.fastpath import TrialFastPath
+from app.main import create_app
+
+FUSION = {
+    "labels": ["cat", "dog"],
+    "input": {"experts": {"expert_names": ["a", "b"]}},
+    "learner": {"kind": "committee"},
+}
+
+
+@pytest.fixture(scope="module")
+def router_only(api_settings: Settings, server_thread: Any) -> Iterator[str]:
+    """The same app, on the same Redis and key prefix, with the fast path taken out."""
+    app = create_app(api_settings)
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not TrialFastPath]
+    with server_thread(api_settings, app=app) as server:
+        yield server.url
+
+
+def calls(name: str) -> list[tuple[str, Any]]:
+    inst = {"experts": {"a": "cat", "b": "dog"}}
+    return [
+        ("learn", {"instance": inst, "label": "dog"}),
+        ("learn", {"instance": {"experts": {"zz": "cat"}}, "label": "dog"}),
+        ("learn", {"instance": inst, "label": "cow"}),
+        ("learn", {"instance": inst}),
+        ("learn", b'{"instance": {"experts": {"a": NaN}}, "label": "dog"}'),
+        ("learn", b"not json"),
+        ("predict", {"instance": inst, "trial_id": f"{name}-1"}),
+        ("predict", {"instance": inst, "trial_id": f"{name}-1"}),
+        ("predict", {"instance": inst, "track": False}),
+        ("label", {"trial_id": f"{name}-1", "label": "cat"}),
+        ("label", {"trial_id": f"{name}-1", "label": "cat"}),
+        ("label", {"trial_id": f"{name}-1", "label": "dog"}),
+        ("label", {"trial_id": "nope", "label": "dog"}),
+        (
+            "learn/batch",
+            {"items": [{"instance": inst, "label": "cat"}, {"instance": {}, "label": 3}]},
+        ),
+        ("predict/batch", {"items": [{"instance": inst, "trial_id": f"{name}-2"}]}),
+        ("label/batch", {"items": [{"trial_id": f"{name}-2", "label": "dog"}]}),
+        ("learn/batch", {"items": []}),
+    ]
+
+
+def run(url: str, name: str) -> list[tuple[int, Any]]:
+    out = []
+    with httpx.Client(base_url=url) as c:
+        assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+        for call, body in calls("t"):
+            path = f"/v1/models/{name}/{call}"
+            if isinstance(body, bytes):
+                r = c.post(path, content=body, headers={"content-type": "application/json"})
+            else:
+                r = c.post(path, json=body)
+            out.append((r.status_code, r.json()))
+        out.append((0, c.get(f"/v1/models/{name}/state").json()["state"]))
+    return out
+
+
+def test_same_answers(api_url: str, router_only: str, model_name: str) -> None:
+    fast = run(api_url, model_name + "-fast")
+    slow = run(router_only, model_name + "-slow")
+    assert [s for s, _ in fast] == [
+        200,
+        422,
+        422,
+        422,
+        422,
+        422,
+        200,
+        200,
+        200,
+        200,
+        200,
+        409,
+        404,
+        200,
+        200,
+        200,
+        422,
+        0,
+    ]
+    for (call, _), (fs, fb), (ss, sb) in zip(calls("t"), fast, slow, strict=False):
+        assert (fs, fb) == (ss, sb), call
+    assert fast[-1] == slow[-1]
