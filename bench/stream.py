@@ -32,9 +32,9 @@ import websockets
 from models.datasets import MajorityProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service import uvicorn  # noqa: E402
+from service import uvicorn
 
-from storage.server import EmbeddedRedis  # noqa: E402
+from storage.server import EmbeddedRedis
 
 PROBLEM = MajorityProblem(n=20, r=10, k=5, noise=0.05)
 EXPERTS = [f"e{i}" for i in range(PROBLEM.n_experts)]
