@@ -98,6 +98,18 @@ class ModelService(Replicas):
         except (InvalidInstance, InvalidParameter) as e:
             raise BadInput(field, str(e)) from None
 
+    def _checked(
+        self, m: LiveModel, x: Attributes | Experts | Exception, field: str
+    ) -> Attributes | Experts:
+        """What :meth:`_encode` gives, from what :meth:`InputSpace.encode_each` gave."""
+        if isinstance(x, Exception):
+            raise BadInput(field, str(x))
+        try:
+            checked: Attributes | Experts = m.learner.coerce(x)  # as LiveModel.encode does
+        except (InvalidInstance, InvalidParameter) as e:
+            raise BadInput(field, str(e)) from None
+        return checked
+
     def _class(self, m: LiveModel, label: Any, field: str) -> int:
         try:
             return m.space.class_of(label)
@@ -264,9 +276,10 @@ class ModelService(Replicas):
         m0 = await self.live(name)
         out: list[dict[str, Any] | Exception] = []
         todo: list[tuple[int, Attributes | Experts, int]] = []
-        for i, (payload, label) in enumerate(items):
+        xs = m0.space.encode_each([payload for payload, _ in items], m0.form)
+        for i, ((_, label), x_or_error) in enumerate(zip(items, xs, strict=True)):
             try:
-                x = self._encode(m0, payload, "instance")
+                x = self._checked(m0, x_or_error, "instance")
                 todo.append((i, x, self._class(m0, label, "label")))
                 out.append({})
             except BadInput as e:

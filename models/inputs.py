@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from models.base import UnknownLabel
+from models.batch_encode import sparse_attributes
 from models.instance import (
     Attributes,
     Experts,
@@ -324,6 +325,8 @@ class InputSpace:
             return None
         if len(joined) > 20 * len(keys) or not _DIGIT_KEYS.fullmatch(joined):
             return None
+        if joined.count(",") != len(keys) - 1:  # a key with a comma: not an index
+            return None
         idx = np.array(list(map(int, keys)), dtype=np.int64)
         return idx if idx.max() < self._d else None
 
@@ -408,6 +411,39 @@ class InputSpace:
                 out.append(self.encode(payload, form))
             except InvalidInstance as e:
                 raise type(e)(f"payload {t}: {e}") from None
+        return out
+
+    def encode_each(
+        self, payloads: Sequence[Any], form: str
+    ) -> list[Attributes | Experts | InvalidInstance | InvalidParameter]:
+        """:meth:`encode` of each payload, or the error it raises, in order.
+
+        Payloads ``{"features": {"<index>": value, ...}}`` of an ``n_features`` space
+        encoded to form "attributes" are encoded together
+        (:func:`~models.batch_encode.sparse_attributes`), to the same instances.
+        """
+        self._check_form(form)
+        fast: dict[int, Attributes] = {}
+        if form == "attributes" and self._mode == "n_features":
+            rows = [
+                t
+                for t, p in enumerate(payloads)
+                if type(p) is dict and len(p) == 1 and type(p.get("features")) is dict
+            ]
+            got = sparse_attributes(
+                [payloads[t]["features"] for t in rows], self._d, self._constant
+            )
+            fast = {t: x for t, x in zip(rows, got, strict=True) if x is not None}
+        out: list[Attributes | Experts | InvalidInstance | InvalidParameter] = []
+        for t, payload in enumerate(payloads):
+            x = fast.get(t)
+            if x is not None:
+                out.append(x)
+                continue
+            try:
+                out.append(self.encode(payload, form))
+            except (InvalidInstance, InvalidParameter) as e:
+                out.append(e)
         return out
 
     def _encode_attributes(self, features: Any) -> Attributes:

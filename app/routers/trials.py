@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request, Response
 
 from app.errors import BadInput
@@ -112,11 +113,42 @@ async def label_many(service: ModelService, name: str, raw: bytes) -> dict[str, 
     return _many(await service.label(name, [(i.trial_id, i.label) for i in b.items]))
 
 
+def _plain_learn_items(raw: bytes) -> list[tuple[dict[str, Any], Any]] | None:
+    """The items of a learn batch read by orjson, when the body plainly has the shape
+    :class:`LearnBatchCreate` takes (each item as :func:`_instance` would give it); None
+    to let pydantic read it, and judge it with FastAPI's errors."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    items = doc.get("items") if type(doc) is dict and len(doc) == 1 else None
+    if type(items) is not list or not items:
+        return None
+    out = []
+    for item in items:
+        if type(item) is not dict or len(item) != 2:
+            return None
+        x, label = item.get("instance"), item.get("label")
+        if type(x) is not dict or type(label) not in (str, int):  # no bool, no float
+            return None
+        features, experts = x.get("features"), x.get("experts")
+        if len(x) != ("features" in x) + ("experts" in x) or not (
+            experts is None or type(experts) is dict
+        ):
+            return None
+        if len(x) != 1 or features is None:  # drop nulls, as _instance does
+            x = {k: v for k, v in x.items() if v is not None}
+        out.append((x, label))
+    return out
+
+
 async def learn_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
     check_name(name)
-    b = parse(raw, LearnBatchCreate)
-    _limit(service, len(b.items))
-    items = [(_instance(i.instance), i.label) for i in b.items]
+    items = _plain_learn_items(raw)
+    if items is None:
+        b = parse(raw, LearnBatchCreate)
+        items = [(_instance(i.instance), i.label) for i in b.items]
+    _limit(service, len(items))
     return _many(await service.learn(name, items), drop_trial=True)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -372,3 +373,93 @@ def test_state_export_and_import(client: httpx.Client, model_name: str) -> None:
     r = client.put(f"/v1/models/{dst}/state", json={"state": bad})
     assert r.status_code == 422 and "state" in str(r.json()["detail"][0]["loc"])
     assert client.get(f"/v1/models/{dst}").json()["version"] == 2
+
+
+def _post(client: httpx.Client, url: str, doc: Any) -> httpx.Response:
+    """POST ``doc`` as JSON, NaN spelled as Python's json module spells it."""
+    return client.post(url, content=json.dumps(doc), headers={"content-type": "application/json"})
+
+
+def _one_by_one(client: httpx.Client, url: str, items: list[Any]) -> list[dict[str, Any]]:
+    """Each item through POST .../learn, as a batch item would report it."""
+    out = []
+    for i, item in enumerate(items):
+        r = _post(client, f"{url}/learn", item)
+        if r.status_code == 200:
+            out.append({"result": r.json(), "error": None})
+        else:
+            assert r.status_code == 422, r.text
+            (err,) = r.json()["detail"]
+            field = ".".join(["items", str(i), *err["loc"][1:]])
+            out.append(
+                {"result": None, "error": {"status": 422, "message": err["msg"], "field": field}}
+            )
+    return out
+
+
+@pytest.mark.parametrize("constant", [False, True])
+@pytest.mark.parametrize("finite", [True, False])
+def test_learn_batch_with_odd_items_equals_single_trials(
+    client: httpx.Client, model_name: str, constant: bool, finite: bool
+) -> None:
+    """Duplicate, out-of-range and odd keys, zero values, bad labels: each item of a batch
+    is answered and learned as it would be alone, and the learner ends the same."""
+    body = {**SPARSE, "input": {"attributes": {"n_features": 1000, "constant_attribute": constant}}}
+    create(client, model_name, body)
+    create(client, model_name + "b", body)
+    rng = np.random.default_rng(2)
+    odd: list[Any] = [
+        {"features": {"1000": 1.0}},
+        {"features": {"007": 1.0, "7": 0.5}},
+        {"features": {"1,2": 1.0}},
+        {"features": {"x": 1.0}},
+        {"features": {"3": 2.0}},  # beyond Balanced Winnow's value range
+        {"features": {"3": 0, "4": 1}},
+        {"features": {"3": True}},
+        {"features": {}},
+        {"features": None},
+        {"features": [0.5] * 1000},
+        {"experts": {"e": 1}},
+        {"features": {"5": float("nan") if not finite else 0.25}},
+    ]
+    items: list[Any] = []
+    for t in range(80):
+        idx = rng.choice(1000, 8, replace=False)
+        x: Any = {"features": {str(i): float(rng.choice([0.0, 0.5, 1.0])) for i in idx}}
+        if t % 6 == 3:
+            x = odd[(t // 6) % len(odd)]
+        label: Any = 1 if idx.min() < 100 else -1
+        items.append({"instance": x, "label": "cat" if t % 17 == 5 else label})
+    url = f"/v1/models/{model_name}"
+    r = _post(client, f"{url}/learn/batch", {"items": items})
+    assert r.status_code == 200, r.text
+    batch = r.json()["items"]
+    assert batch == _one_by_one(client, url + "b", items)
+    assert sum(o["error"] is None for o in batch) > 50
+    a = client.get(f"{url}/state").json()["state"]
+    b = client.get(f"{url}b/state").json()["state"]
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"instance": {"features": {"1": 1.0}}, "label": True},
+        {"instance": {"features": {"1": 1.0}}, "label": 1.0},
+        {"instance": {"features": {"1": 1.0}, "other": 1}, "label": 1},
+        {"instance": {"features": {"1": 1.0}}, "label": 1, "more": 2},
+        {"instance": {"experts": [1]}, "label": 1},
+        {"instance": [], "label": 1},
+        {"label": 1},
+    ],
+)
+def test_learn_batch_of_malformed_shape_is_fastapis_422(
+    client: httpx.Client, model_name: str, bad: dict[str, Any]
+) -> None:
+    create(client, model_name, SPARSE)
+    good = {"instance": {"features": {"1": 1.0}}, "label": 1}
+    r = client.post(f"/v1/models/{model_name}/learn/batch", json={"items": [good, bad]})
+    assert r.status_code == 422
+    locs = [e["loc"][:3] for e in r.json()["detail"]]
+    assert locs and all(loc == ["body", "items", 1] for loc in locs)
+    assert client.get(f"/v1/models/{model_name}").json()["version"] == 0
