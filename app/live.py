@@ -31,6 +31,7 @@ __all__ = ["Applied", "InvalidConfig", "LiveModel", "StateReplaced", "build_mode
 log = logging.getLogger("committee.live")
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
 FOLD_BATCH = 5_000  # outcomes reported per script call at most
+RESEND = 1.0  # seconds after which unacknowledged outcomes are reported again
 
 
 class StateReplaced(LogGap):
@@ -118,6 +119,7 @@ class LiveModel:
         self.snapshot_every = max(snapshot_every, self.size * self.k // 16)
         self.folded = max(folded, version)
         self.unfolded: dict[int, tuple[int, int, int, str]] = {}
+        self.fold_sent, self.fold_sent_at = self.folded, 0.0
         self.recent: dict[int, Applied] = {}
         self.synced_at = time.monotonic()
         self.summary_version, self.summary_at = -1, 0.0
@@ -187,18 +189,31 @@ class LiveModel:
             self.folded = sync.folded
 
     def fold_payload(self) -> bytes:
-        """The outcomes to report, from the first unfolded entry on (contiguous)."""
+        """The outcomes to report: those not sent yet, contiguous.
+
+        The scripts of one process reach Redis in order over one connection, so what was
+        sent is folded before what is sent next; outcomes still unacknowledged a second
+        after being sent (the call failed, say) are sent again from the first unfolded.
+        """
         if not self.unfolded:
             return b""
-        first = self.folded + 1
-        if first not in self.unfolded:
-            first = min(self.unfolded)
+        now = time.monotonic()
+        if self.fold_sent > self.folded and now - self.fold_sent_at < RESEND:
+            first = self.fold_sent + 1  # only what was not sent yet
+            if first not in self.unfolded:
+                return b""
+        else:  # from the first unfolded (again, if sent a while ago)
+            self.fold_sent_at = now
+            first = self.folded + 1
+            if first not in self.unfolded:
+                first = min(self.unfolded)
         out = []
         for seq in range(first, first + FOLD_BATCH):
             e = self.unfolded.get(seq)
             if e is None:
                 break
             out.append(e)
+        self.fold_sent = first + len(out) - 1
         return orjson.dumps({"a": first, "e": out})
 
     def export(self) -> bytes:

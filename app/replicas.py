@@ -18,7 +18,7 @@ from typing import TypeVar
 import orjson
 
 from app.config import Settings
-from app.live import InvalidConfig, LiveModel, StateReplaced
+from app.live import RESEND, InvalidConfig, LiveModel, StateReplaced
 from app.summary import summarize
 from models.instance import Attributes, Experts
 from storage.errors import CorruptData, ModelNotFound
@@ -188,13 +188,18 @@ class Replicas:
         """Fold outcomes and publish the summary until both are up to date."""
         try:
             await asyncio.sleep(FLUSH_DELAY)
+            stuck = 0
             while True:
                 if m.unfolded:
                     before = m.folded
                     m = await self._sync(m)
-                    if m.unfolded and m.folded == before:
-                        log.warning("model %s: outcomes after %d do not fold", m.name, before)
-                        return
+                    if m.unfolded and m.folded == before:  # sent but not folded: resend
+                        stuck += 1
+                        if stuck > 3:
+                            log.warning("model %s: outcomes after %d do not fold", m.name, before)
+                            return
+                        await asyncio.sleep(RESEND)
+                        continue
                 if m.summary_version == m.version:
                     if not m.unfolded:
                         return
