@@ -85,7 +85,7 @@ def _take(rows: Sequence[dict[Any, Any]], d: int, constant: bool) -> list[Attrib
     keys = list(itertools.chain.from_iterable(rows))
     if keys:
         idx = _indices(keys, d)
-        val = _values(list(itertools.chain.from_iterable(r.values() for r in rows)))
+        val = _values(list(itertools.chain.from_iterable(map(dict.values, rows))))
         if idx is None or val is None:
             return None
     else:

@@ -113,6 +113,9 @@ async def label_many(service: ModelService, name: str, raw: bytes) -> dict[str, 
     return _many(await service.label(name, [(i.trial_id, i.label) for i in b.items]))
 
 
+_PLAIN_FEATURES = (dict, list, type(None))
+
+
 def _plain_learn_items(raw: bytes) -> list[tuple[dict[str, Any], Any]] | None:
     """The items of a learn batch read by orjson, when the body plainly has the shape
     :class:`LearnBatchCreate` takes (each item as :func:`_instance` would give it); None
@@ -131,13 +134,17 @@ def _plain_learn_items(raw: bytes) -> list[tuple[dict[str, Any], Any]] | None:
         x, label = item.get("instance"), item.get("label")
         if type(x) is not dict or type(label) not in (str, int):  # no bool, no float
             return None
-        features, experts = x.get("features"), x.get("experts")
-        if len(x) != ("features" in x) + ("experts" in x) or not (
-            experts is None or type(experts) is dict
+        # Experts and other odd features go to pydantic: orjson reads an integer beyond
+        # 64 bits as a float, which an error message would show otherwise.
+        features = x.get("features")
+        if (
+            len(x) != ("features" in x) + ("experts" in x)
+            or x.get("experts") is not None
+            or type(features) not in _PLAIN_FEATURES
         ):
             return None
         if len(x) != 1 or features is None:  # drop nulls, as _instance does
-            x = {k: v for k, v in x.items() if v is not None}
+            x = {} if features is None else {"features": features}
         out.append((x, label))
     return out
 

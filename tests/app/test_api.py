@@ -421,9 +421,12 @@ def test_learn_batch_with_odd_items_equals_single_trials(
         {"features": [0.5] * 1000},
         {"experts": {"e": 1}},
         {"features": {"5": float("nan") if not finite else 0.25}},
+        {"features": 2**65},  # orjson reads it as a float
+        {"features": {"3": 2**65}},
+        {"features": {"3": 1.0}, "experts": None},
     ]
     items: list[Any] = []
-    for t in range(80):
+    for t in range(100):
         idx = rng.choice(1000, 8, replace=False)
         x: Any = {"features": {str(i): float(rng.choice([0.0, 0.5, 1.0])) for i in idx}}
         if t % 6 == 3:
