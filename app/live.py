@@ -18,7 +18,7 @@ import orjson
 
 from models.base import Learner
 from models.inputs import InputSpace
-from models.instance import Attributes, Experts, InvalidInstance
+from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
 from models.registry import build, kind_of
 from models.state import InvalidState
@@ -31,6 +31,7 @@ __all__ = ["Applied", "InvalidConfig", "LiveModel", "StateReplaced", "build_mode
 log = logging.getLogger("committee.live")
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
 FOLD_BATCH = 5_000  # outcomes reported per script call at most
+BATCH_REPLAY = 16  # own learn entries replayed in one compiled call from this many
 RESEND = 1.0  # seconds after which unacknowledged outcomes are reported again
 
 
@@ -156,12 +157,35 @@ class LiveModel:
     def apply_own(self, first: int, items: Iterable[tuple[Attributes | Experts, int]]) -> None:
         """Replay learn entries this worker appended from ``first`` on, from the
         instances it encoded rather than from their copies in Redis."""
-        for seq, (x, y) in enumerate(items, start=first):
-            if seq <= self.version:
-                continue
-            if seq != self.version + 1:
-                raise LogGap(f"model {self.name!r}: log entry {seq} after {self.version}")
-            self._replay(seq, x, y, None, "")
+        todo = list(items)
+        if self.version >= first:  # some were applied already
+            todo = todo[self.version + 1 - first :]
+            first = self.version + 1
+        if todo and first != self.version + 1:
+            raise LogGap(f"model {self.name!r}: log entry {first} after {self.version}")
+        while todo:
+            done = self._replay_compiled(first, todo) if len(todo) >= BATCH_REPLAY else 0
+            if done < len(todo):  # one by one from the first not applied compiled
+                x, y = todo[done]
+                self._replay(first + done, x, y, None, "")
+                done += 1
+            first += done
+            todo = todo[done:]
+
+    def _replay_compiled(self, first: int, todo: list[tuple[Attributes | Experts, int]]) -> int:
+        """Learn a run of binary trials in one compiled call where the learner has one
+        (the same results as one by one); returns how many were applied."""
+        learn_prefix = getattr(self.learner, "learn_prefix", None)
+        if learn_prefix is None or self.k != 2:
+            return 0
+        batch = AttributeBatch.from_instances([x for x, _ in todo])
+        ys = [y for _, y in todo]
+        mistakes, updates, done = learn_prefix(batch, [self.labels[y] for y in ys])
+        for t in range(done):
+            y = ys[t]
+            self._record(first + t, y, (1 - y) if mistakes[t] else y, bool(updates[t]), "")
+        self.version = first + done - 1 if done else self.version
+        return int(done)
 
     def _replay(
         self, seq: int, x: Attributes | Experts, y: int, served: int | None, trial_id: str
@@ -176,6 +200,9 @@ class LiveModel:
         if served is not None:  # a label: judged against the prediction served
             predicted = served
         self.version = seq
+        self._record(seq, y, predicted, updated, trial_id)
+
+    def _record(self, seq: int, y: int, predicted: int, updated: bool, trial_id: str) -> None:
         self.recent[seq] = Applied(predicted, updated)
         self.recent.pop(seq - RECENT, None)
         if seq > self.folded:

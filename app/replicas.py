@@ -24,12 +24,15 @@ from models.instance import Attributes, Experts
 from storage.errors import CorruptData, ModelNotFound
 from storage.repository import LogGap, ModelStore, Sync
 
-__all__ = ["LIMIT", "Replicas"]
+__all__ = ["LIMIT", "TRIAL_LIMIT", "Replicas"]
 
 log = logging.getLogger("committee.replicas")
 T = TypeVar("T")
 Instance = tuple[Attributes | Experts, int]
-LIMIT = 2_000  # log entries returned per script reply
+LIMIT = 2_000  # log entries read per call when catching up
+# log entries a trial's script returns: often this worker's own concurrent requests,
+# applied by them meanwhile, so only a few are worth carrying back
+TRIAL_LIMIT = 128
 FLUSH_DELAY = 0.05  # seconds before outcomes of an idle model are folded
 SUMMARY_EVERY = 0.5  # seconds between a worker's summaries of one model
 

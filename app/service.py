@@ -30,7 +30,7 @@ import orjson
 
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
 from app.live import Applied, InvalidConfig, LiveModel, build_model
-from app.replicas import LIMIT, Replicas
+from app.replicas import LIMIT, TRIAL_LIMIT, Replicas
 from models.base import UnknownLabel
 from models.instance import Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
@@ -160,7 +160,7 @@ class ModelService(Replicas):
                     strict=attempt < 3,
                     ttl_ms=m.ttl_ms,
                     fold=m.fold_payload(),
-                    limit=LIMIT,
+                    limit=TRIAL_LIMIT,
                     items=items_,
                 )
             except (ModelNotFound, LogGap):
@@ -219,7 +219,7 @@ class ModelService(Replicas):
                 m.incarnation,
                 m.version,
                 fold=m.fold_payload(),
-                limit=LIMIT,
+                limit=TRIAL_LIMIT,
                 items=[(t, y) for _, t, y in todo],
             ),
         )
@@ -292,7 +292,12 @@ class ModelService(Replicas):
             if m.incarnation != m0.incarnation:  # re-created meanwhile: another config
                 raise ModelNotFound(name)
             return self.store.learn(
-                name, m.incarnation, m.version, fold=m.fold_payload(), limit=LIMIT, items=encoded
+                name,
+                m.incarnation,
+                m.version,
+                fold=m.fold_payload(),
+                limit=TRIAL_LIMIT,
+                items=encoded,
             )
 
         m, (sync, first) = await self._script(name, call)

@@ -248,6 +248,14 @@ class BalancedWinnow(BinaryLearner):
 
         ``xs`` is an :class:`AttributeBatch` or a sequence of instances.
         """
+        mistakes, updates, done = self.learn_prefix(xs, ys)
+        if done < len(mistakes):
+            raise OverflowError(f"trial {done} of the batch: {_OVERFLOW}; earlier trials applied")
+        return mistakes, updates
+
+    def learn_prefix(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray, int]:
+        """:meth:`learn_many` up to the first trial whose update would leave float range
+        (refused whole, see the class notes): (mistakes, updates, trials applied)."""
         batch = self.coerce_batch(xs)
         indptr, idx, val = batch.indptr, batch.indices, batch.values
         if len(ys) != len(batch):
@@ -263,6 +271,4 @@ class BalancedWinnow(BinaryLearner):
         self.mistakes_ += int(mistakes[:done].sum())
         self.updates_ += n_upd
         self.version_ += n_upd
-        if done < signs.size:
-            raise OverflowError(f"trial {done} of the batch: {_OVERFLOW}; earlier trials applied")
-        return mistakes, updates
+        return mistakes, updates, int(done)
