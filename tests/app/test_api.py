@@ -466,3 +466,20 @@ def test_learn_batch_of_malformed_shape_is_fastapis_422(
     locs = [e["loc"][:3] for e in r.json()["detail"]]
     assert locs and all(loc == ["body", "items", 1] for loc in locs)
     assert client.get(f"/v1/models/{model_name}").json()["version"] == 0
+
+
+def test_large_label_batch(client: httpx.Client, model_name: str) -> None:
+    """More labels than a script carries back: the rest are read from the log."""
+    create(client, model_name, FUSION)
+    url = f"/v1/models/{model_name}"
+    rng = np.random.default_rng(7)
+    items = [{"instance": {"experts": votes(rng)}} for _ in range(400)]
+    made = client.post(f"{url}/predict/batch", json={"items": items}).json()["items"]
+    labels = [{"trial_id": m["result"]["trial_id"], "label": "dog"} for m in made]
+    got = client.post(f"{url}/label/batch", json={"items": labels}).json()["items"]
+    assert all(g["error"] is None for g in got)
+    mistakes = sum(g["result"]["mistake"] for g in got)
+    assert mistakes == sum(m["result"]["label"] != "dog" for m in made)
+    m = wait_folded(client, model_name)
+    assert m["version"] == 400 and m["counters"]["mistakes"] == mistakes
+    assert m["counters"]["updates"] == sum(g["result"]["updated"] for g in got)
