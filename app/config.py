@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     key_prefix: str = Field(default="committee", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     max_batch_items: int = Field(default=10_000, ge=1)
+    max_models: int = Field(
+        default=1_000, ge=1, description="models a worker keeps in memory at most"
+    )
     log_retain: int = Field(
         default=100_000,
         ge=0,

@@ -124,6 +124,7 @@ class LiveModel:
         self.recent: dict[int, Applied] = {}
         self.synced_at = time.monotonic()
         self.summary_version, self.summary_at = -1, 0.0
+        self.used = 0  # when this worker last used the model (see Replicas.live)
 
     # -- instances --------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ class Replicas:
         self._tasks: set[asyncio.Task[None]] = set()
         self._flushing: set[str] = set()
         self._refreshed: dict[str, float] = {}
+        self._clock = 0  # counts uses, for evicting the least recently used model
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -57,9 +58,13 @@ class Replicas:
                 await t
 
     async def live(self, name: str) -> LiveModel:
-        """The model in this worker's memory, loaded (snapshot, then log) if needed."""
+        """The model in this worker's memory, loaded (snapshot, then log) if needed.
+
+        At most ``settings.max_models`` stay in memory; the least recently used goes
+        first (its log stays in Redis, and it is loaded again when next used)."""
         m = self._live.get(name)
         if m is not None:
+            m.used = self._clock = self._clock + 1
             return m
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
@@ -73,7 +78,12 @@ class Replicas:
                     if attempt == 2:
                         raise
             assert m is not None
+            m.used = self._clock = self._clock + 1
             self._live[name] = m
+            if len(self._live) > self.settings.max_models:
+                oldest = min(self._live.values(), key=lambda lm: lm.used)
+                del self._live[oldest.name]
+                log.info("model %s left this worker's memory", oldest.name)
             return m
 
     async def _load(self, name: str) -> LiveModel:

@@ -105,3 +105,24 @@ async def test_state_import_reaches_other_workers(services: list[ModelService]) 
     await b.learn("n", trials(1, 3))  # b replays the import entry: reloads, then learns
     (_, from_b), (_, from_a) = await b.export_state("n"), await a.export_state("n")
     assert from_a == from_b and from_b["counters"]["trials"] == 31
+
+
+async def test_least_recently_used_models_leave_memory(redis_url: str, redis_prefix: str) -> None:
+    settings = Settings(redis_url=redis_url, key_prefix=redis_prefix, max_models=2)
+    client = connect(redis_url)
+    service = ModelService(ModelStore(client, redis_prefix), settings)
+    try:
+        for name in ("a", "b", "c"):
+            await service.create_model(name, CONFIG)
+            await service.learn(name, trials(5, 1))
+        await service.learn("b", trials(5, 2))  # a is now the least recently used
+        await service.learn("c", trials(5, 3))
+        assert set(service._live) == {"b", "c"}
+        results = await service.learn("a", trials(5, 4))  # loaded again from Redis
+        assert all(isinstance(r, dict) for r in results)
+        assert set(service._live) == {"a", "c"}
+        version, state = await service.export_state("a")
+        assert version == 10 and state["counters"]["trials"] == 10
+    finally:
+        await service.close()
+        await close(client)
