@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -131,8 +131,23 @@ class LiveModel:
     def encode(self, payload: Any) -> Attributes | Experts:
         """The instance for ``payload``, checked by the learner too (value ranges), so
         that nothing the log takes in can fail at replay."""
-        x: Attributes | Experts = self.learner.coerce(self.space.encode(payload, self.form))
+        x = self.encode_each([payload])[0]
+        if isinstance(x, Exception):
+            raise x
         return x
+
+    def encode_each(
+        self, payloads: Sequence[Any]
+    ) -> list[Attributes | Experts | InvalidInstance | InvalidParameter]:
+        """:meth:`encode` of each payload, or the error it raises, in order."""
+        out = self.space.encode_each(payloads, self.form)
+        for t, x in enumerate(out):
+            if not isinstance(x, Exception):
+                try:
+                    out[t] = self.learner.coerce(x)
+                except (InvalidInstance, InvalidParameter) as e:
+                    out[t] = e
+        return out
 
     def predict(self, x: Attributes | Experts) -> tuple[int, np.ndarray]:
         """The predicted class and per-label scores of the current hypothesis."""

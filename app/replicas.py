@@ -104,11 +104,7 @@ class Replicas:
             raise CorruptData(f"model {name!r}: stored config is invalid: {e}") from None
         sync = await self.store.sync(name, m.incarnation, m.version, b"", LIMIT)
         m.apply(sync.entries)
-        while m.version < sync.version:
-            entries = await self.store.read_log(m.name, m.version, LIMIT)
-            if not entries:
-                raise LogGap(f"model {name!r}: log ends before version {sync.version}")
-            m.apply(entries)
+        await self._read_log(m, sync.version)
         m.acknowledge(sync)
         log.info("loaded model %s at version %d", name, m.version)
         return m

@@ -32,8 +32,7 @@ from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
 from app.live import Applied, InvalidConfig, LiveModel, build_model
 from app.replicas import LIMIT, TRIAL_LIMIT, Replicas
 from models.base import UnknownLabel
-from models.instance import Attributes, Experts, InvalidInstance
-from models.params import InvalidParameter
+from models.instance import Attributes, Experts
 from models.state import InvalidState
 from storage.codec import encode_instance
 from storage.errors import Conflict, CorruptData, ModelNotFound
@@ -92,23 +91,14 @@ class ModelService(Replicas):
         """A trial id no other process makes: a random prefix per process and a count."""
         return f"{self._trial_prefix}{next(self._trial_ids):x}"
 
-    def _encode(self, m: LiveModel, payload: Any, field: str) -> Attributes | Experts:
-        try:
-            return m.encode(payload)
-        except (InvalidInstance, InvalidParameter) as e:
-            raise BadInput(field, str(e)) from None
-
-    def _checked(
-        self, m: LiveModel, x: Attributes | Experts | Exception, field: str
-    ) -> Attributes | Experts:
-        """What :meth:`_encode` gives, from what :meth:`InputSpace.encode_each` gave."""
-        if isinstance(x, Exception):
-            raise BadInput(field, str(x))
-        try:
-            checked: Attributes | Experts = m.learner.coerce(x)  # as LiveModel.encode does
-        except (InvalidInstance, InvalidParameter) as e:
-            raise BadInput(field, str(e)) from None
-        return checked
+    def _instances(
+        self, m: LiveModel, payloads: Sequence[Any]
+    ) -> list[Attributes | Experts | BadInput]:
+        """Each payload's instance, or a 422 naming ``instance``."""
+        return [
+            BadInput("instance", str(x)) if isinstance(x, Exception) else x
+            for x in m.encode_each(payloads)
+        ]
 
     def _class(self, m: LiveModel, label: Any, field: str) -> int:
         try:
@@ -126,11 +116,10 @@ class ModelService(Replicas):
         m = await self.live(name)
         out: list[dict[str, Any] | Exception] = []
         xs: list[tuple[int, Attributes | Experts, str]] = []
-        for i, (payload, trial_id) in enumerate(items):
-            try:
-                x = self._encode(m, payload, "instance")
-            except BadInput as e:
-                out.append(e)
+        instances = self._instances(m, [payload for payload, _ in items])
+        for i, ((_, trial_id), x) in enumerate(zip(items, instances, strict=True)):
+            if isinstance(x, BadInput):
+                out.append(x)
                 continue
             out.append({})
             xs.append((i, x, trial_id or self._new_trial_id()))
@@ -230,7 +219,7 @@ class ModelService(Replicas):
         for (i, t, y), r in zip(todo, results, strict=True):
             if r.status in ("ok", "repeat"):
                 updated = await self._updated(m, t, r.seq, r.updated)
-                out[i] = self._labelled(m, t, r.predicted, y, updated)
+                out[i] = {"trial_id": t, **self._judged(m, r.predicted, y, updated)}
             elif r.status == "conflict":
                 out[i] = TrialConflict(
                     f"trial {t!r} is already labelled {m.labels[r.label]!r}"
@@ -258,11 +247,8 @@ class ModelService(Replicas):
             return u == 1
         return got.updated
 
-    def _labelled(
-        self, m: LiveModel, trial_id: str | None, p: int, y: int, updated: bool
-    ) -> dict[str, Any]:
+    def _judged(self, m: LiveModel, p: int, y: int, updated: bool) -> dict[str, Any]:
         return {
-            "trial_id": trial_id,
             "predicted": m.labels[p],
             "label": m.labels[y],
             "mistake": p != y,
@@ -276,10 +262,11 @@ class ModelService(Replicas):
         m0 = await self.live(name)
         out: list[dict[str, Any] | Exception] = []
         todo: list[tuple[int, Attributes | Experts, int]] = []
-        xs = m0.space.encode_each([payload for payload, _ in items], m0.form)
-        for i, ((_, label), x_or_error) in enumerate(zip(items, xs, strict=True)):
+        instances = self._instances(m0, [payload for payload, _ in items])
+        for i, ((_, label), x) in enumerate(zip(items, instances, strict=True)):
             try:
-                x = self._checked(m0, x_or_error, "instance")
+                if isinstance(x, BadInput):
+                    raise x
                 todo.append((i, x, self._class(m0, label, "label")))
                 out.append({})
             except BadInput as e:
@@ -308,7 +295,7 @@ class ModelService(Replicas):
             if got is None:
                 out[i] = CorruptData(f"log entry {seq} was not replayed")
                 continue
-            out[i] = self._labelled(m, None, got.predicted, y, got.updated)
+            out[i] = self._judged(m, got.predicted, y, got.updated)
         return out
 
     # -- state --------------------------------------------------------------------------

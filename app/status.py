@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
 from storage.errors import Conflict, CorruptData, ModelNotFound, StorageError, Unavailable
 
-__all__ = ["error_body", "error_status"]
+__all__ = ["error_body", "error_status", "item_error"]
 
 _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (BadInput, 422),
@@ -46,3 +46,11 @@ def error_body(e: Exception) -> tuple[int, dict[str, Any], dict[str, str] | None
         return 422, {"detail": [{"loc": loc, "msg": e.message, "type": "value_error"}]}, None
     code, message = error_status(e)
     return code, {"detail": message}, ({"Retry-After": "1"} if code == 503 else None)
+
+
+def item_error(e: Exception, where: str = "") -> dict[str, Any]:
+    """``{"status", "message", "field"}`` for one item of a batch or a stream; ``where``
+    prefixes the field (``items.3.``)."""
+    code, message = error_status(e)
+    field = f"{where}{e.field}" if isinstance(e, BadInput) else None
+    return {"status": code, "message": message, "field": field}

@@ -25,7 +25,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.errors import BadInput
 from app.service import ModelService
-from app.status import error_status
+from app.status import error_status, item_error
 from storage.errors import ModelNotFound
 from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN
 
@@ -98,16 +98,10 @@ class Request:
 
 
 def _error(request_id: Any, e: Exception) -> bytes:
-    code, message = error_status(e)
-    field = e.field if isinstance(e, BadInput) else None
-    return orjson.dumps(
-        {"id": request_id, "error": {"status": code, "message": message, "field": field}}
-    )
+    return orjson.dumps({"id": request_id, "error": item_error(e)})
 
 
 def _result(request_id: Any, result: dict[str, Any]) -> bytes:
-    if result.get("trial_id", "") is None and "scores" not in result:
-        del result["trial_id"]  # learn answers have no trial, as over REST
     return orjson.dumps({"id": request_id, "result": result})
 
 

@@ -30,7 +30,7 @@ from app.schemas import (
     PredictPublic,
 )
 from app.service import ModelService
-from app.status import error_status
+from app.status import item_error
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
 Handler = Callable[[ModelService, str, bytes], Awaitable[dict[str, Any]]]
@@ -44,20 +44,16 @@ def _one(results: Results) -> dict[str, Any]:
     return r
 
 
-def _many(results: Results, drop_trial: bool = False) -> dict[str, Any]:
+def _many(results: Results) -> dict[str, Any]:
     """``{"items": [{"result", "error"}]}``, in order; an error names its item's field."""
-    items = []
-    for i, r in enumerate(results):
-        if isinstance(r, Exception):
-            code, message = error_status(r)
-            field = f"items.{i}.{r.field}" if isinstance(r, BadInput) else None
-            error = {"status": code, "message": message, "field": field}
-            items.append({"result": None, "error": error})
-        else:
-            if drop_trial:
-                del r["trial_id"]
-            items.append({"result": r, "error": None})
-    return {"items": items}
+    return {
+        "items": [
+            {"result": None, "error": item_error(r, f"items.{i}.")}
+            if isinstance(r, Exception)
+            else {"result": r, "error": None}
+            for i, r in enumerate(results)
+        ]
+    }
 
 
 def _limit(service: ModelService, n: int) -> None:
@@ -90,9 +86,7 @@ async def label_one(service: ModelService, name: str, raw: bytes) -> dict[str, A
 async def learn_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
     check_name(name)
     b = parse(raw, LearnCreate)
-    result = _one(await service.learn(name, [(_instance(b.instance), b.label)]))
-    del result["trial_id"]
-    return result
+    return _one(await service.learn(name, [(_instance(b.instance), b.label)]))
 
 
 async def predict_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
@@ -156,7 +150,7 @@ async def learn_many(service: ModelService, name: str, raw: bytes) -> dict[str, 
         b = parse(raw, LearnBatchCreate)
         items = [(_instance(i.instance), i.label) for i in b.items]
     _limit(service, len(items))
-    return _many(await service.learn(name, items), drop_trial=True)
+    return _many(await service.learn(name, items))
 
 
 # every trial call by its path after /v1/models/{name}/
