@@ -6,7 +6,6 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
-from app.config import Settings
 from app.service import ModelService
 from storage.keys import NAME_PATTERN
 
@@ -16,11 +15,5 @@ async def get_service(request: Request) -> ModelService:
     return service
 
 
-async def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
-
-
 ServiceDep = Annotated[ModelService, Depends(get_service)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
 NameDep = Annotated[str, Path(pattern=NAME_PATTERN, description="the model's name")]
