@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Header, Path, Request
 
 from app.service import ModelService
-from storage.keys import NAME_PATTERN
+from storage.keys import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN
 
 
 async def get_service(request: Request) -> ModelService:
@@ -17,3 +17,12 @@ async def get_service(request: Request) -> ModelService:
 
 ServiceDep = Annotated[ModelService, Depends(get_service)]
 NameDep = Annotated[str, Path(pattern=NAME_PATTERN, description="the model's name")]
+IdempotencyKeyDep = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="a retry with the same key gets the first answer; "
+        "the same key with another request is a 409",
+    ),
+]

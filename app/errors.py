@@ -8,13 +8,15 @@ __all__ = ["BadInput", "TrialConflict", "TrialExpired", "TrialNotFound"]
 class BadInput(Exception):
     """A request that is well-formed JSON but wrong for this model (422).
 
-    ``field`` names where, as a path such as ``items.3.instance.features``.
+    ``field`` names where, as a path such as ``items.3.instance.features``; ``where`` is
+    the part of the request it is in (``body``, ``header`` or ``path``).
     """
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, where: str = "body") -> None:
         super().__init__(message)
         self.field = field
         self.message = message
+        self.where = where
 
 
 class TrialNotFound(Exception):

@@ -21,7 +21,7 @@ from app.status import error_body
 __all__ = ["TrialFastPath"]
 
 log = logging.getLogger("committee.api")
-_PATH = re.compile(r"^/v1/models/([^/]+)/((?:predict|label|learn)(?:/batch)?)$")
+_PATH = re.compile(r"/v1/models/([^/]+)/((?:predict|label|learn)(?:/batch)?)")
 _ROUTES = {call: SimpleNamespace(path=f"/v1/models/{{name}}/{call}") for call in HANDLERS}
 _JSON = (b"content-type", b"application/json")
 
@@ -31,7 +31,7 @@ class TrialFastPath:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _PATH.match(scope["path"]) if scope["type"] == "http" else None
+        match = _PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
         if match is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -47,7 +47,13 @@ class TrialFastPath:
             more = message.get("more_body", False)
         headers = [_JSON]
         try:
-            doc = await HANDLERS[op](scope["app"].state.service, name, b"".join(chunks))
+            key = next((v for k, v in scope["headers"] if k == b"idempotency-key"), None)
+            doc = await HANDLERS[op](
+                scope["app"].state.service,
+                name,
+                b"".join(chunks),
+                None if key is None else key.decode("latin-1"),
+            )
             status = 200
         except Exception as e:
             status, doc, extra = error_body(e)

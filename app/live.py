@@ -8,15 +8,18 @@ are kept and reported with the worker's next script call (:mod:`storage.scripts`
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 
-from models.base import Learner
+from app.budget import Limits, OverBudget, check_labels, check_learner
+from models.base import Learner, UpdateRefused
 from models.inputs import InputSpace
 from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
@@ -26,13 +29,14 @@ from storage.codec import decode_entry
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync
 
-__all__ = ["Applied", "InvalidConfig", "LiveModel", "StateReplaced", "build_model"]
+__all__ = ["Applied", "InvalidConfig", "LiveModel", "StateReplaced", "build_model", "plan_model"]
 
 log = logging.getLogger("committee.live")
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
 FOLD_BATCH = 5_000  # outcomes reported per script call at most
 BATCH_REPLAY = 16  # own learn entries replayed in one compiled call from this many
 RESEND = 1.0  # seconds after which unacknowledged outcomes are reported again
+QUARANTINED, REFUSED = 2, 3  # outcomes beyond 0 (no update) and 1 (updated)
 
 
 class StateReplaced(LogGap):
@@ -41,10 +45,11 @@ class StateReplaced(LogGap):
 
 class Applied(NamedTuple):
     """What replaying one log entry gave: the class judged against (served or predicted
-    at replay) and whether the learner updated."""
+    at replay), whether the learner updated, and the outcome as folded."""
 
     predicted: int
     updated: bool
+    outcome: int = 0
 
 
 class InvalidConfig(ValueError):
@@ -56,11 +61,16 @@ class InvalidConfig(ValueError):
         self.message = message
 
 
-def build_model(config: dict[str, Any]) -> tuple[InputSpace, str, Learner]:
-    """The input space, learner form and fresh learner a model config describes.
+def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str, int]:
+    """The input space and learner form of a model config, and its learner's estimated
+    bytes, all checked against ``limits`` without building the learner.
 
     Raises :class:`InvalidConfig` naming the offending field.
     """
+    try:
+        check_labels(config["labels"], limits)
+    except OverBudget as e:
+        raise InvalidConfig(e.field, e.message) from None
     inp = config["input"]
     try:
         space = InputSpace(
@@ -81,7 +91,26 @@ def build_model(config: dict[str, Any]) -> tuple[InputSpace, str, Learner]:
                 + " or ".join(space.forms)
                 + (" (it has experts: use a multi-class learner)" if form == "attributes" else ""),
             )
-        learner = build(spec, labels=space.labels, size=space.size(form))
+        active = config.get("max_active")
+        need = check_learner(spec, list(space.labels), space.size(form), limits, active)
+    except InvalidParameter as e:
+        raise InvalidConfig(f"learner.{e.name}", str(e)) from None
+    except OverBudget as e:
+        raise InvalidConfig(e.field, e.message) from None
+    return space, form, need
+
+
+def build_model(
+    config: dict[str, Any], limits: Limits | None = None
+) -> tuple[InputSpace, str, Learner]:
+    """The input space, learner form and fresh learner a model config describes, once
+    :func:`plan_model` has checked it.
+
+    Raises :class:`InvalidConfig` naming the offending field.
+    """
+    space, form, _ = plan_model(config, limits or Limits())
+    try:
+        learner = build(config["learner"], labels=space.labels, size=space.size(form))
     except InvalidParameter as e:
         raise InvalidConfig(f"learner.{e.name}", str(e)) from None
     return space, form, learner
@@ -100,11 +129,12 @@ class LiveModel:
         folded: int = 0,
         state: bytes | None = None,
         snapshot_every: int = 10_000,
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
         self.incarnation = incarnation
         self.config = config
-        self.space, self.form, self.learner = build_model(config)
+        self.space, self.form, self.learner = build_model(config, limits)
         if state is not None:
             try:
                 self.learner.import_state(orjson.loads(state))
@@ -114,6 +144,7 @@ class LiveModel:
         self.k = len(self.labels)
         self.size = self.space.size(self.form)
         self.ttl_ms = int(config["label_ttl"] * 1000)
+        self.max_active: int | None = config.get("max_active")
         self.version = version
         self.snapshot_version = version
         # larger models snapshot less often, so snapshots cost O(1) per trial amortised
@@ -125,6 +156,26 @@ class LiveModel:
         self.synced_at = time.monotonic()
         self.summary_version, self.summary_at = -1, 0.0
         self.used = 0  # when this worker last used the model (see Replicas.live)
+        self.quarantined = 0  # log entries this worker could not replay and skipped
+        # cleared while a thread reads the learner (a snapshot): nothing may change it then
+        self.unfrozen = asyncio.Event()
+        self.unfrozen.set()
+
+    @contextlib.asynccontextmanager
+    async def frozen(self) -> AsyncIterator[None]:
+        """Hold every change to the learner back while the block runs (one at a time)."""
+        while not self.unfrozen.is_set():
+            await self.unfrozen.wait()
+        self.unfrozen.clear()
+        try:
+            yield
+        finally:
+            self.unfrozen.set()
+
+    async def thawed(self) -> None:
+        """Wait until no thread reads the learner, before changing it."""
+        while not self.unfrozen.is_set():
+            await self.unfrozen.wait()
 
     # -- instances --------------------------------------------------------------------
 
@@ -144,7 +195,13 @@ class LiveModel:
         for t, x in enumerate(out):
             if not isinstance(x, Exception):
                 try:
-                    out[t] = self.learner.coerce(x)
+                    out[t] = y = self.learner.coerce(x)
+                    active = len(y.indices if isinstance(y, Attributes) else y.expert)
+                    if self.max_active is not None and active > self.max_active:
+                        raise InvalidInstance(
+                            f"{active} non-zero values: this model takes at most "
+                            f"{self.max_active} (max_active)"
+                        )
                 except (InvalidInstance, InvalidParameter) as e:
                     out[t] = e
         return out
@@ -164,31 +221,49 @@ class LiveModel:
                 continue
             if seq != self.version + 1:
                 raise LogGap(f"model {self.name!r}: log entry {seq} after {self.version}")
-            e = decode_entry(entry_id, fields, self.size, self.k)
+            try:
+                e = decode_entry(entry_id, fields, self.size, self.k)
+            except CorruptData as exc:
+                self._quarantine(seq, exc)
+                continue
             if e.x is None:
                 raise StateReplaced(f"model {self.name!r}: state replaced at version {seq}")
             self._replay(e.seq, e.x, e.y, e.predicted, e.trial_id)
         self.synced_at = time.monotonic()
 
-    def apply_own(self, first: int, items: Iterable[tuple[Attributes | Experts, int]]) -> None:
+    def _quarantine(self, seq: int, exc: Exception) -> None:
+        """Skip log entry ``seq``: every worker finds the same fault in it and skips it
+        alike; it is counted (``quarantined``) rather than failing the model forever."""
+        log.error("model %s: log entry %d quarantined: %s", self.name, seq, exc)
+        self.quarantined += 1
+        self.version = seq
+        self._record(seq, 0, -1, QUARANTINED, "")
+
+    def apply_own(
+        self, first: int, items: Iterable[tuple[Attributes | Experts, int]], key: str = ""
+    ) -> None:
         """Replay learn entries this worker appended from ``first`` on, from the
-        instances it encoded rather than from their copies in Redis."""
+        instances it encoded rather than from their copies in Redis. ``key`` is the
+        idempotency key they were appended under, if any (see :func:`fold_id`)."""
         todo = list(items)
         if self.version >= first:  # some were applied already
             todo = todo[self.version + 1 - first :]
             first = self.version + 1
         if todo and first != self.version + 1:
             raise LogGap(f"model {self.name!r}: log entry {first} after {self.version}")
+        tag = fold_id(key)
         while todo:
-            done = self._replay_compiled(first, todo) if len(todo) >= BATCH_REPLAY else 0
+            done = self._replay_compiled(first, todo, tag) if len(todo) >= BATCH_REPLAY else 0
             if done < len(todo):  # one by one from the first not applied compiled
                 x, y = todo[done]
-                self._replay(first + done, x, y, None, "")
+                self._replay(first + done, x, y, None, tag)
                 done += 1
             first += done
             todo = todo[done:]
 
-    def _replay_compiled(self, first: int, todo: list[tuple[Attributes | Experts, int]]) -> int:
+    def _replay_compiled(
+        self, first: int, todo: list[tuple[Attributes | Experts, int]], tag: str
+    ) -> int:
         """Learn a run of binary trials in one compiled call where the learner has one
         (the same results as one by one); returns how many were applied."""
         learn_prefix = getattr(self.learner, "learn_prefix", None)
@@ -199,7 +274,7 @@ class LiveModel:
         mistakes, updates, done = learn_prefix(batch, [self.labels[y] for y in ys])
         for t in range(done):
             y = ys[t]
-            self._record(first + t, y, (1 - y) if mistakes[t] else y, bool(updates[t]), "")
+            self._record(first + t, y, (1 - y) if mistakes[t] else y, int(updates[t]), tag)
         self.version = first + done - 1 if done else self.version
         return int(done)
 
@@ -208,21 +283,27 @@ class LiveModel:
     ) -> None:
         try:
             predicted, updated = self.learner.trial(x, self.labels[y])
-        except (ArithmeticError, ValueError) as exc:
+            outcome = int(updated)
+        except UpdateRefused as exc:
             # a learner that refuses an update (Balanced Winnow beyond float range, say)
-            # refuses it whole, so skipping it is the same on every worker
+            # refuses it whole and says what it predicted, the same on every worker
             log.warning("model %s: log entry %d not learned: %s", self.name, seq, exc)
-            predicted, updated = y, False
+            predicted, updated, outcome = exc.predicted, False, REFUSED
+        except Exception as exc:  # a fault of this entry, found alike by every worker
+            self._quarantine(seq, exc)
+            return
         if served is not None:  # a label: judged against the prediction served
             predicted = served
         self.version = seq
-        self._record(seq, y, predicted, updated, trial_id)
+        self._record(seq, y, predicted, outcome, trial_id)
 
-    def _record(self, seq: int, y: int, predicted: int, updated: bool, trial_id: str) -> None:
-        self.recent[seq] = Applied(predicted, updated)
+    def _record(self, seq: int, y: int, predicted: int, outcome: int, trial_id: str) -> None:
+        """Keep a replayed entry's outcome (``outcome`` as folded: 0 no update, 1 updated,
+        :data:`QUARANTINED`, :data:`REFUSED`)."""
+        self.recent[seq] = Applied(predicted, outcome == 1, outcome)
         self.recent.pop(seq - RECENT, None)
         if seq > self.folded:
-            self.unfolded[seq] = (y, predicted, int(updated), trial_id)
+            self.unfolded[seq] = (y, predicted, outcome, trial_id)
 
     def acknowledge(self, sync: Sync) -> None:
         """Note how far the shared counters are folded."""
@@ -261,6 +342,13 @@ class LiveModel:
 
     def export(self) -> bytes:
         return orjson.dumps(self.learner.export_state())
+
+
+def fold_id(key: str) -> str:
+    """The id under which the outcome of a learn entry appended with idempotency key
+    ``key`` is folded: into that key's record, for retries whose worker never replayed
+    it (storage.scripts)."""
+    return f"!{key}" if key else ""
 
 
 def _seq_of(entry_id: bytes) -> int:

@@ -9,15 +9,17 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from app import openapi
 from app.config import Settings
 from app.errors import BadInput, TrialConflict, TrialNotFound
 from app.fastpath import TrialFastPath
-from app.limits import BodyLimit
+from app.limits import BodyLimit, Busy
 from app.metrics import RequestMetrics
 from app.routers import dashboard, health, metrics, models, stats, stream, trials
 from app.routers._lean import add_components
 from app.service import ModelService
 from app.status import error_body
+from app.warm import Warmup
 from storage.client import close, connect
 from storage.errors import StorageError
 from storage.repository import ModelStore
@@ -40,6 +42,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = connect(url)
         service = ModelService(ModelStore(client, settings.key_prefix), settings)
         app.state.service = service
+        # kernels compile in a thread; /readyz waits for them, and so does the first learner
+        warmup = Warmup() if settings.warmup else None
+        if warmup is not None:
+            warmup.start()
+        app.state.warmup = service.warmup = warmup
+        service.start()
         try:
             yield
         finally:
@@ -54,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(TrialFastPath)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Busy, most=settings.max_connections)
     app.add_middleware(RequestMetrics)
     app.include_router(health.router)
     app.include_router(metrics.router)
@@ -72,4 +81,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for cls in (BadInput, StorageError, TrialNotFound, TrialConflict):
         app.add_exception_handler(cls, mapped)
     add_components(app)
+    openapi.install(app, settings)
     return app

@@ -38,6 +38,8 @@ _COUNTERS = {
     "updates": "trials on which the learner changed",
     "expired": "predictions whose label deadline passed",
     "late_labels": "labels refused after the deadline",
+    "quarantined": "log entries no worker could replay, skipped",
+    "refused": "trials whose update the learner refused whole",
 }
 
 

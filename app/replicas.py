@@ -13,10 +13,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import orjson
 
+from app.budget import Limits
 from app.config import Settings
 from app.live import RESEND, InvalidConfig, LiveModel, StateReplaced
 from app.summary import summarize
@@ -27,8 +28,17 @@ from storage.repository import LogGap, ModelStore, Sync
 __all__ = ["LIMIT", "TRIAL_LIMIT", "Replicas"]
 
 log = logging.getLogger("committee.replicas")
+
+
+class Warming(Protocol):
+    """What the service waits for before it builds a learner (app.warm)."""
+
+    async def wait(self) -> None: ...
+
+
 T = TypeVar("T")
 Instance = tuple[Attributes | Experts, int]
+Own = tuple[int, list[Instance], str]
 LIMIT = 2_000  # log entries read per call when catching up
 # log entries a trial's script returns: often this worker's own concurrent requests,
 # applied by them meanwhile, so only a few are worth carrying back
@@ -43,12 +53,15 @@ class Replicas:
     def __init__(self, store: ModelStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
+        self.limits = Limits.of(settings)
+        self.warmup: Warming | None = None  # awaited before the first learner is built
         self._live: dict[str, LiveModel] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._loading: dict[str, asyncio.Future[LiveModel]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._flushing: set[str] = set()
         self._refreshed: dict[str, float] = {}
         self._clock = 0  # counts uses, for evicting the least recently used model
+        self.streams = 0  # open WebSocket streams
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -60,38 +73,53 @@ class Replicas:
     async def live(self, name: str) -> LiveModel:
         """The model in this worker's memory, loaded (snapshot, then log) if needed.
 
-        At most ``settings.max_models`` stay in memory; the least recently used goes
-        first (its log stays in Redis, and it is loaded again when next used)."""
+        Concurrent requests for a model being loaded share one load; a name that does
+        not exist leaves nothing behind. At most ``settings.max_models`` stay in memory;
+        the least recently used goes first (its log stays in Redis, and it is loaded
+        again when next used)."""
         m = self._live.get(name)
-        if m is not None:
-            m.used = self._clock = self._clock + 1
-            return m
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            m = self._live.get(name)
-            for attempt in range(3):
-                if m is not None:
-                    break
-                try:
-                    m = await self._load(name)
-                except LogGap:  # a newer snapshot trimmed the log meanwhile: again
-                    if attempt == 2:
-                        raise
-            assert m is not None
-            m.used = self._clock = self._clock + 1
-            self._live[name] = m
-            if len(self._live) > self.settings.max_models:
-                oldest = min(self._live.values(), key=lambda lm: lm.used)
-                del self._live[oldest.name]
-                log.info("model %s left this worker's memory", oldest.name)
-            return m
+        if m is None:
+            loading = self._loading.get(name)
+            if loading is None:
+                loading = asyncio.ensure_future(self._load_once(name))
+                self._loading[name] = loading
+                loading.add_done_callback(lambda f: self._loaded(name, f))
+            m = await asyncio.shield(loading)
+        m.used = self._clock = self._clock + 1
+        return m
+
+    def _loaded(self, name: str, f: asyncio.Future[LiveModel]) -> None:
+        if self._loading.get(name) is f:
+            del self._loading[name]
+        if f.cancelled() or f.exception() is not None:
+            return
+        self._live[name] = m = f.result()
+        m.used = self._clock = self._clock + 1
+        if len(self._live) > self.settings.max_models:
+            oldest = min(self._live.values(), key=lambda lm: lm.used)
+            del self._live[oldest.name]
+            log.info("model %s left this worker's memory", oldest.name)
+
+    async def _load_once(self, name: str) -> LiveModel:
+        for attempt in range(3):
+            try:
+                return await self._load(name)
+            except LogGap:  # a newer snapshot trimmed the log meanwhile: again
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _load(self, name: str) -> LiveModel:
+        """Build the learner from its snapshot and replay the log after it, off the event
+        loop (the model is nobody else's until it is returned)."""
+        if self.warmup is not None:
+            await self.warmup.wait()
         stored = await self.store.read(name)
         snap = await self.store.read_snapshot(name)
         version, state = snap if snap is not None else (0, None)
         try:
-            m = LiveModel(
+            m = await asyncio.to_thread(
+                LiveModel,
                 name,
                 stored.incarnation,
                 stored.config,
@@ -99,12 +127,13 @@ class Replicas:
                 folded=stored.folded,
                 state=state,
                 snapshot_every=self.settings.snapshot_every,
+                limits=self.limits,
             )
         except (InvalidConfig, KeyError, TypeError) as e:
             raise CorruptData(f"model {name!r}: stored config is invalid: {e}") from None
         sync = await self.store.sync(name, m.incarnation, m.version, b"", LIMIT)
-        m.apply(sync.entries)
-        await self._read_log(m, sync.version)
+        await asyncio.to_thread(m.apply, sync.entries)
+        await self._read_log(m, sync.version, off_loop=True)
         m.acknowledge(sync)
         log.info("loaded model %s at version %d", name, m.version)
         return m
@@ -128,17 +157,18 @@ class Replicas:
                     raise
         raise AssertionError("unreachable")
 
-    async def _catch_up(
-        self, m: LiveModel, sync: Sync, own: tuple[int, list[Instance]] | None = None
-    ) -> LiveModel:
+    async def _catch_up(self, m: LiveModel, sync: Sync, own: list[Own] | None = None) -> LiveModel:
         """Replay the log up to ``sync.version``; returns the model to use from now on
-        (a reloaded one if the state was replaced meanwhile). ``own`` is (first seq,
-        [(instance, class)]): learn entries this worker appended, applied from memory."""
+        (a reloaded one if the state was replaced meanwhile). ``own`` are runs of learn
+        entries this worker appended, applied from memory: (first seq, [(instance,
+        class)], idempotency key or "")."""
         try:
+            await m.thawed()
             m.apply(sync.entries)
-            if own is not None:
-                await self._read_log(m, own[0] - 1)
-                m.apply_own(*own)
+            for first, items, key in own or ():
+                await self._read_log(m, first - 1)
+                await m.thawed()
+                m.apply_own(first, items, key)
             await self._read_log(m, sync.version)
         except StateReplaced:
             self._drop(m)
@@ -151,12 +181,16 @@ class Replicas:
             self._flush_later(m)
         return m
 
-    async def _read_log(self, m: LiveModel, upto: int) -> None:
+    async def _read_log(self, m: LiveModel, upto: int, off_loop: bool = False) -> None:
         while m.version < upto:
             entries = await self.store.read_log(m.name, m.version, LIMIT, upto)
             if not entries:
                 raise LogGap(f"model {m.name!r}: log ends before version {upto}")
-            m.apply(entries)
+            if off_loop:
+                await asyncio.to_thread(m.apply, entries)
+            else:
+                await m.thawed()
+                m.apply(entries)
 
     async def _sync(self, m: LiveModel) -> LiveModel:
         sync = await self.store.sync(m.name, m.incarnation, m.version, m.fold_payload(), LIMIT)
@@ -234,7 +268,8 @@ class Replicas:
 
     async def _snapshot(self, m: LiveModel) -> None:
         try:
-            version, state = m.version, m.export()
+            async with m.frozen():  # exported off the event loop, unchanged meanwhile
+                version, state = m.version, await asyncio.to_thread(m.export)
             if await self.store.save_snapshot(
                 m.name, m.incarnation, version, state, m.fold_payload(), self.settings.log_retain
             ):

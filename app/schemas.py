@@ -8,15 +8,57 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
 
 from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN
 
-Label = StrictStr | StrictInt
-ModelName = Annotated[str, Field(pattern=NAME_PATTERN, examples=["fusion"])]
+MAX_LABEL_LENGTH = 256
+INT64 = 2**63
+
+
+Label = (
+    Annotated[str, Field(strict=True, max_length=MAX_LABEL_LENGTH)]
+    | Annotated[int, Field(strict=True, ge=-INT64, lt=INT64)]
+)
+ModelName = Annotated[str, Field(pattern=NAME_PATTERN, examples=["pets"])]
 TrialId = Annotated[str, Field(pattern=TRIAL_ID_PATTERN)]
 MAX_LABELS = 4096
 MAX_TTL = 30 * 86400.0
+STORED_INTS = (-(2**63), 2**64 - 1)  # the integers the store keeps (orjson's range)
+# The README's example with two attributes, which the examples below fit (the OpenAPI
+# contract test creates it).
+EXAMPLE_MODEL: dict[str, Any] = {
+    "name": "pets",
+    "labels": ["cat", "dog", "bird"],
+    "input": {
+        "attributes": {"n_features": 2},
+        "experts": {"expert_names": ["cnn", "svm", "knn"], "normalize": "sum-to-one"},
+    },
+    "learner": {"kind": "committee", "alpha": 1.5},
+}
+EXAMPLE_INSTANCE: dict[str, Any] = {
+    "features": [1, 0],
+    "experts": {"cnn": {"cat": 0.7, "dog": 0.3}, "svm": "dog", "knn": [0.2, 0.5, 0.3]},
+}
+
+
+def _storable(value: Any) -> Any:
+    """``value`` when every integer in it is one the store keeps."""
+    low, high = STORED_INTS
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not low <= v <= high:
+            raise ValueError(f"an integer beyond 64 bits: expected {low} to {high}")
+    return value
+
+
+# a JSON object kept as it is (a learner spec, an input config, a learner state)
+Document = Annotated[dict[str, Any], AfterValidator(_storable)]
 
 
 class _In(BaseModel):
@@ -26,29 +68,39 @@ class _In(BaseModel):
 class InputConfig(_In):
     """What clients send: plain attributes, sub-experts (deployed classifiers), or both."""
 
-    attributes: dict[str, Any] | None = Field(
+    attributes: Document | None = Field(
         None,
         description='{"n_features": d} | {"feature_names": [...]} | '
         '{"hashing": {"n_features": d, "seed": 0}}, with optional "constant_attribute"',
-        examples=[{"n_features": 10}],
+        examples=[EXAMPLE_MODEL["input"]["attributes"]],
     )
-    experts: dict[str, Any] | None = Field(
+    experts: Document | None = Field(
         None,
         description='{"expert_names": [...], "normalize": "raw" | "sum-to-one" | "rank" | '
         '"argmax", "threshold_experts": false, "split_classes": null}',
-        examples=[{"expert_names": ["clf_a", "clf_b"], "normalize": "sum-to-one"}],
+        examples=[EXAMPLE_MODEL["input"]["experts"]],
     )
 
 
 class ModelCreate(_In):
+    model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE_MODEL]})
+
     name: ModelName
     labels: list[Label] = Field(min_length=2, max_length=MAX_LABELS)
     input: InputConfig
-    learner: dict[str, Any] = Field(
+    learner: Document = Field(
         description="a learner spec, see GET /v1/learners", examples=[{"kind": "committee"}]
     )
     label_ttl: float = Field(
         86400.0, gt=0, le=MAX_TTL, description="seconds a prediction waits for its label"
+    )
+    max_active: int | None = Field(
+        None,
+        ge=1,
+        le=2**26,
+        description="the most non-zero values one instance may have, as the learner reads it "
+        "(attributes, or sub-expert votes): learners that keep instances (recycling, "
+        "V-Combine) are budgeted for it. Null: the whole input size",
     )
 
 
@@ -60,6 +112,12 @@ class Counters(BaseModel):
     updates: int = Field(description="trials on which the learner changed (folded so far)")
     expired: int = Field(description="predictions whose label deadline passed unlabelled")
     late_labels: int = Field(description="labels refused because the deadline had passed")
+    quarantined: int = Field(
+        0, description="log entries no worker could replay, skipped alike by all (folded so far)"
+    )
+    refused: int = Field(
+        0, description="trials whose update the learner refused whole (folded so far)"
+    )
 
 
 class ModelPublic(BaseModel):
@@ -68,6 +126,7 @@ class ModelPublic(BaseModel):
     input: dict[str, Any] = Field(description="the input config as created (see InputConfig)")
     learner: dict[str, Any]
     label_ttl: float
+    max_active: int | None = None
     created: int = Field(description="Unix time of creation")
     version: int = Field(description="trials applied: the length of the model's log")
     folded: int = Field(description="trials whose outcomes the counters include")
@@ -79,6 +138,8 @@ class ModelsPublic(BaseModel):
 
 
 class Instance(_In):
+    model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE_INSTANCE]})
+
     features: Any = Field(
         None, description="a dense list, or {feature: value} (index or name)", examples=[[1, 0]]
     )
@@ -90,9 +151,13 @@ class Instance(_In):
 
 
 class PredictCreate(_In):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"instance": EXAMPLE_INSTANCE, "trial_id": "photo-1"}]}
+    )
+
     instance: Instance
     trial_id: TrialId | None = Field(None, description="your id for this trial, else made up")
-    track: bool = Field(True, description="false: only predict, expect no label")
+    track: StrictBool = Field(True, description="false: only predict, expect no label")
 
 
 class PredictPublic(BaseModel):
@@ -103,6 +168,10 @@ class PredictPublic(BaseModel):
 
 
 class LabelCreate(_In):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"trial_id": "photo-1", "label": "cat"}]}
+    )
+
     trial_id: TrialId
     label: Label
 
@@ -116,6 +185,10 @@ class LabelPublic(BaseModel):
 
 
 class LearnCreate(_In):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"instance": EXAMPLE_INSTANCE, "label": "cat"}]}
+    )
+
     instance: Instance
     label: Label
 
@@ -129,7 +202,7 @@ class LearnPublic(BaseModel):
 
 class PredictBatchCreate(_In):
     items: list[PredictCreate] = Field(min_length=1)
-    track: bool | None = Field(None, description="overrides each item's track")
+    track: StrictBool | None = Field(None, description="overrides each item's track")
 
 
 class LabelBatchCreate(_In):
@@ -166,7 +239,7 @@ class StatePublic(BaseModel):
 
 
 class StateUpdate(_In):
-    state: dict[str, Any]
+    state: Document
 
 
 class LearnerParameter(BaseModel):
@@ -214,6 +287,8 @@ class StatsPublic(BaseModel):
     pending: int = Field(description="predictions waiting for their label")
     expired: int
     late_labels: int
+    quarantined: int = Field(description="log entries no worker could replay, skipped")
+    refused: int = Field(description="trials whose update the learner refused whole")
     mistakes: int
     updates: int
     error_rate: float | None = Field(description="mistakes / folded trials")

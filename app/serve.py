@@ -93,6 +93,10 @@ def serve(args: argparse.Namespace) -> int:
                 workers=settings.workers,
                 log_level=settings.log_level,
                 log_config=log_config(settings.log_level, settings.log_format),
+                ws_max_size=settings.ws_max_message_bytes,
+                # sockets beyond this get uvicorn's plain 503; requests beyond
+                # max_connections get the app's JSON one (app.limits.Busy)
+                limit_concurrency=2 * settings.max_connections,
             )
         except KeyboardInterrupt:
             return 128 + signal.SIGINT

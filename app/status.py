@@ -8,7 +8,14 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
-from storage.errors import Conflict, CorruptData, ModelNotFound, StorageError, Unavailable
+from storage.errors import (
+    Conflict,
+    CorruptData,
+    Full,
+    ModelNotFound,
+    StorageError,
+    Unavailable,
+)
 
 __all__ = ["error_body", "error_status", "item_error"]
 
@@ -19,6 +26,7 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (TrialNotFound, 404),
     (TrialConflict, 409),
     (Conflict, 409),
+    (Full, 429),
     (Unavailable, 503),
     (CorruptData, 500),
     (StorageError, 500),
@@ -37,14 +45,17 @@ def error_body(e: Exception) -> tuple[int, dict[str, Any], dict[str, str] | None
     """Status, JSON body and headers of the answer to ``e``.
 
     A 422 has FastAPI's shape, ``{"detail": [{"loc", "msg", "type"}]}``, its ``loc``
-    naming the field; the others are ``{"detail": message}``; a 503 says when to retry.
+    naming the field; a 429 names the limit, ``{"detail", "limit", "max"}``; the others
+    are ``{"detail": message}``; a 503 says when to retry.
     """
     if isinstance(e, RequestValidationError):
         return 422, {"detail": jsonable_encoder(e.errors())}, None
     if isinstance(e, BadInput):
-        loc = ["body", *e.field.split(".")]
+        loc = [e.where, *e.field.split(".")]
         return 422, {"detail": [{"loc": loc, "msg": e.message, "type": "value_error"}]}, None
     code, message = error_status(e)
+    if isinstance(e, Full):
+        return code, {"detail": message, "limit": e.limit, "max": e.most}, {"Retry-After": "1"}
     return code, {"detail": message}, ({"Retry-After": "1"} if code == 503 else None)
 
 

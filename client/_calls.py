@@ -32,7 +32,9 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class Call(Generic[R]):
     """One request and the reading of its answer; ``idempotent`` allows retrying it
-    after any failure, ``retried`` False never retries it (a probe answers at once)."""
+    after any failure, ``retried`` False never retries it (a probe answers at once).
+    ``key`` is sent as the ``Idempotency-Key`` header: the service answers every retry of
+    a write with its first answer."""
 
     method: str
     path: str
@@ -40,6 +42,13 @@ class Call(Generic[R]):
     body: Any = None
     idempotent: bool = True
     retried: bool = True
+    key: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        out = {} if self.body is None else {"content-type": "application/json"}
+        if self.key is not None:
+            out["idempotency-key"] = self.key
+        return out
 
     def content(self) -> bytes | None:
         return None if self.body is None else encode(self.body)
@@ -56,6 +65,11 @@ def encode(body: Any) -> bytes:
     """JSON for the service. NaN and infinities are sent as such, for the service to refuse
     with a 422 naming the field (a JSON null would silently mean "abstains")."""
     return json.dumps(body, default=_plain, separators=(",", ":")).encode()
+
+
+def new_key() -> str:
+    """An idempotency key for one write, the same for all its retries."""
+    return uuid.uuid4().hex
 
 
 def new_trial_id() -> str:
@@ -108,7 +122,7 @@ def create_model(
     }
     if label_ttl is not None:
         body["label_ttl"] = label_ttl
-    return Call("POST", "/v1/models", Model.model_validate, body, idempotent=False)
+    return Call("POST", "/v1/models", Model.model_validate, body, key=new_key())
 
 
 def list_models() -> Call[list[Model]]:
@@ -121,7 +135,7 @@ def get_model(name: str) -> Call[Model]:
 
 def delete_model(name: str) -> Call[None]:
     # a second DELETE would answer 404 after the first succeeded: not retried blindly
-    return Call("DELETE", _model(name), _none, idempotent=False)
+    return Call("DELETE", _model(name), _none, key=new_key())
 
 
 def learners() -> Call[list[LearnerKind]]:
@@ -136,7 +150,7 @@ def put_state(name: str, state: State | Mapping[str, Any]) -> Call[State]:
     doc = state.state if isinstance(state, State) else dict(state)
     # an import is a trial of the log: sent twice it would count twice
     body = {"state": doc}
-    return Call("PUT", _model(name, "state"), State.model_validate, body, idempotent=False)
+    return Call("PUT", _model(name, "state"), State.model_validate, body, key=new_key())
 
 
 def stats(name: str) -> Call[Stats]:
@@ -164,7 +178,7 @@ def label(name: str, trial_id: str, label: Label) -> Call[Labelled]:
 
 def learn(name: str, instance: Instance, label: Label) -> Call[Learned]:
     body = {"instance": dict(instance), "label": label}
-    return Call("POST", _model(name, "learn"), Learned.model_validate, body, idempotent=False)
+    return Call("POST", _model(name, "learn"), Learned.model_validate, body, key=new_key())
 
 
 def predict_batch(
@@ -193,4 +207,4 @@ def learn_batch(
 ) -> Call[list[BatchItem[Learned]]]:
     body = {"items": [{"instance": dict(x), "label": y} for x, y in items]}
     path = _model(name, "learn", "batch")
-    return Call("POST", path, lambda b: _learned(b["items"]), body, idempotent=False)
+    return Call("POST", path, lambda b: _learned(b["items"]), body, key=new_key())

@@ -2,10 +2,12 @@
 
 A call is *idempotent* when sending it twice has the effect of sending it once: reads,
 predictions with a trial id (the service returns the stored prediction for the same id
-and instance), labels (the same label again returns the same answer). Those are retried
-after a failed or timed-out connection and after a 503. Other calls (``learn``, creating
-or deleting a model, importing a state) are retried only when the request certainly did
-not reach the service: the connection could not be made.
+and instance), labels (the same label again returns the same answer), and the other
+writes (``learn``, creating or deleting a model, importing a state), which the client
+sends with an ``Idempotency-Key`` the service answers retries by. Those are retried after
+a failed or timed-out connection and after a 503. A call marked not idempotent is retried
+only when the request certainly did not reach the service: the connection could not be
+made.
 """
 
 from __future__ import annotations

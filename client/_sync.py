@@ -45,10 +45,11 @@ class Client:
     headers
         Headers sent with every request (e.g. ``Authorization`` for a proxy in front).
     retry
-        A :class:`Retry` policy, or a number of attempts. Reads, predictions and labels
-        are retried after a failed connection, a timeout or a 503; ``learn``, model
-        creation and deletion and state imports only when the connection could not be
-        made (the request then certainly did not reach the service).
+        A :class:`Retry` policy, or a number of attempts. Every call is retried after a
+        failed connection, a timeout or a 503: reads are harmless to repeat, a predict
+        carries its trial id and a label is applied once, and the other writes
+        (``learn``, model creation and deletion, state imports) carry an
+        ``Idempotency-Key``, so the service answers a retry with its first answer.
     transport
         An httpx transport, for tests or custom networking.
 
@@ -85,7 +86,7 @@ class Client:
 
     def _run(self, call: calls.Call[R]) -> R:
         content = call.content()
-        headers = {"content-type": "application/json"} if content is not None else None
+        headers = call.headers()
         attempt = 0
         while True:
             attempt += 1
@@ -177,10 +178,9 @@ class Client:
         return self._run(calls.label(name, trial_id, label))
 
     def learn(self, name: str, instance: Instance, label: Label) -> Learned:
-        """Predict, judge and learn a trial whose label is known. Not idempotent: retried
-        only when the connection could not be made; after a timeout it raises
-        ConnectionFailed with ``sent`` True and the trial may have been learned. Use
-        ``predict`` with a ``trial_id`` and ``label`` when every retry must be safe."""
+        """Predict, judge and learn a trial whose label is known. Sent with an
+        ``Idempotency-Key``, so a retry (after a timeout, say) is learned once and gets
+        the first answer."""
         return self._run(calls.learn(name, instance, label))
 
     def predict_batch(

@@ -105,7 +105,9 @@ def learn_and_recycle(  # type: ignore[no-untyped-def]
     """One real trial then, after an update, recycling passes until one changes nothing.
 
     Labels are class indices; binary families (below COMMITTEE) see them as +1/-1.
-    ``internal`` counts internal trials, mistakes and updates. Returns (prediction, status).
+    ``internal`` counts internal trials, mistakes and updates. Returns (prediction, status);
+    status 2 (an update refused, real or internal) leaves the trial half done: the caller
+    restores the state it saved before.
     An item is not tried again while the learner has not updated since it last left the
     learner unchanged: the same state would give the same outcome, which is counted again.
     """
@@ -168,6 +170,6 @@ def learn_and_recycle(  # type: ignore[no-untyped-def]
                 updates += 1
                 unchanged[j] = -1
                 changed = True
-            elif st2 == 2:  # an update the learner refuses: retire the item
-                icnt[j] = u
+            elif st2 == 2:  # a refused internal update refuses the whole trial
+                return pred, st2
     return pred, status

@@ -127,7 +127,7 @@ def _flush(acc, seen, mark, base, W, rows, e, p):  # type: ignore[no-untyped-def
 def members_trial(  # type: ignore[no-untyped-def]
     a, b, v, c, best,
     role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS,
-    us, IA, IB, IV, ILEN, IY, ICNT, RING, INTERNAL,
+    order, us, IA, IB, IV, ILEN, IY, ICNT, RING, INTERNAL,
     SW, SSCALE, nheld,
     BA, BB, BV, BLEN, BY, BCNT, BRING,
     wf, wi, cur, vote, preds, status, delta,
@@ -135,11 +135,12 @@ def members_trial(  # type: ignore[no-untyped-def]
     """One V-Combine trial of every member; see the module docstring.
 
     The member lists (role ... COEF) are those of :func:`member_scores`; then come the
-    recycled members' stores (us ... INTERNAL), the slot hypotheses' weights and scales in
-    slot order, the r-buffer as a recycling store (BA ... BRING), and scratch space and
-    per-member outputs (wf ... delta). Returns (failed, voted, best's prediction): failed
-    is the member whose update was refused (an overflow: the members before it have
-    learned, no averaged one has), else -1.
+    order in which the recycled members learn and their stores (us ... INTERNAL), the slot
+    hypotheses' weights and scales in slot order, the r-buffer as a recycling store (BA ...
+    BRING), and scratch space and per-member outputs (wf ... delta). Returns (failed,
+    voted, best's prediction): failed is the member whose update was refused (an overflow:
+    the members before it in ``order`` have learned, and it half; no averaged one has),
+    else -1.
     """
     member = (role, idx, lead, fams, Ws, Ss, Ps, ACC, SEEN, MARK, TOTALS, COEF, ROWS)
     k = cur.shape[0]
@@ -159,9 +160,8 @@ def members_trial(  # type: ignore[no-untyped-def]
         if role[g] == 1:
             member_scores(g, member, a, b, v, tmp)
             preds[g] = argmax_first(tmp)
-    for g in range(n):
-        if role[g] != 0:
-            continue
+    for t in range(order.shape[0]):
+        g = order[t]
         i = idx[g]
         internal = INTERNAL[i]
         done = internal[2]

@@ -312,6 +312,9 @@ class ALMA(BinaryLearner):
     def linear_epoch(self) -> int:
         return int(self.scalars_[3])
 
+    def rescales(self) -> bool:
+        return True
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         knobs = (float(self._recompute_every), float(self._fold_below))
         if getattr(self, "_prm_knobs", None) != knobs:  # tests may turn the knobs

@@ -1,4 +1,9 @@
-"""Averaging A-B (ALGORITHMS.md §3.1; Freund & Schapire 1999, S4 §V)."""
+"""Averaging A-B (ALGORITHMS.md §3.1; Freund & Schapire 1999, S4 §V).
+
+Refusals: roll back. Only B can refuse, before the running sums move; a checkpoint (for a
+wrapper that must undo a whole trial) keeps B's undo token and the sums at the coordinates
+B may change (all of them when B may rescale).
+"""
 
 from __future__ import annotations
 
@@ -244,9 +249,29 @@ class Averaging(Wrapper):
 
     def _learn(self, x: Any, c: int) -> tuple[int, bool]:
         pred = self._predict(x)
-        outcome = self.learner_.learn(x, self.labels[c])
+        updated = self._member_learns(self.learner_, x, self.labels[c]).updated
         self._absorb(self.learner_.support(x))
-        return pred, outcome.updated
+        return pred, updated
+
+    def _save(self, x: Any, whole: bool) -> Any:
+        """The sums :meth:`_absorb` may change (B's trial journals itself); none when only a
+        refused trial is to be undone, since B refuses before they move."""
+        if not whole:
+            return None
+        if self.learner_.rescales():
+            sums: Any = (None, self.acc_.copy(), self.seen_.copy(), self.mark_.copy())
+        else:
+            idx = self.learner_.support(x)
+            sums = (idx, self.acc_[:, idx], self.seen_[:, idx], self.mark_[idx])
+        return sums, self.totals_.copy()
+
+    def _restore(self, saved: Any) -> None:
+        if saved is None:
+            return
+        (idx, acc, seen, mark), totals = saved
+        where = slice(None) if idx is None else idx
+        self.acc_[:, where], self.seen_[:, where], self.mark_[where] = acc, seen, mark
+        self.totals_[...] = totals
 
     def follow(self, x: Any, c: int, predicted: int, updated: bool) -> Outcome:
         """Count a trial that B, shared with another learner, has just learned.

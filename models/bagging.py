@@ -4,6 +4,10 @@ Both present each trial to every copy of a base learner K times, K drawn from a 
 distribution. The draws of trial t come from a generator seeded by (seed, t), taken in
 model order, so replaying the same trials replays the same draws and no generator state
 needs saving: the trial counter is the only randomness state.
+
+Refusals: roll back. The copies share one spec, so either none can refuse or every trial
+of a copy (each of its K repeats) leaves an undo token; a refusal undoes them all, latest
+first, and boosting's lambda sums with them.
 """
 
 from __future__ import annotations
@@ -169,6 +173,15 @@ class _Ensemble(Learner):
     def _import_extra(self, children: Mapping[str, Any]) -> None:
         _import_children(self.models_, children, "model", self.kind)
 
+    def can_refuse(self) -> bool:
+        return self.models_[0].can_refuse()
+
+    def _save(self, x: Any, whole: bool) -> Any:
+        return None  # the models' trials journal themselves
+
+    def _restore(self, saved: Any) -> None:
+        pass
+
     def _votes(self, x: Any) -> np.ndarray:
         return np.array([self._class[m.predict(x)] for m in self.models_], dtype=np.int64)
 
@@ -262,7 +275,7 @@ class OnlineBagging(_Ensemble):
         updated = False
         for model, k in zip(self.models_, self.draws(self.trials_).tolist(), strict=True):
             for _ in range(k):
-                updated |= model.learn(x, y).updated
+                updated |= self._member_learns(model, x, y).updated
         return predicted, updated
 
     def snapshot(self) -> EnsembleHypothesis:
@@ -341,6 +354,13 @@ class OnlineBoosting(_Ensemble):
         if (self.lambda_sc_ < 0).any() or (self.lambda_sw_ < 0).any():
             raise InvalidState("boosting lambda_sc_ and lambda_sw_ must be non-negative")
 
+    def _save(self, x: Any, whole: bool) -> Any:
+        return self.lambda_sc_.copy(), self.lambda_sw_.copy()
+
+    def _restore(self, saved: Any) -> None:
+        sc, sw = saved
+        self.lambda_sc_[...], self.lambda_sw_[...] = sc, sw
+
     def vote_weights(self) -> tuple[np.ndarray, np.ndarray]:
         """Each model's vote weight and whether it is perfect: see :func:`boosting_weights`."""
         return boosting_weights(self.lambda_sc_, self.lambda_sw_)
@@ -358,7 +378,7 @@ class OnlineBoosting(_Ensemble):
         for m, model in enumerate(self.models_):
             k = min(int(rng.poisson(min(lam, POISSON_CAP))), self.max_repeats)
             for _ in range(k):
-                updated |= model.learn(x, y).updated
+                updated |= self._member_learns(model, x, y).updated
             vote = votes[m] if k == 0 else self._class[model.predict(x)]
             if vote == c:
                 sc[m] += lam

@@ -1,4 +1,9 @@
-"""Balanced Winnow (ALGORITHMS.md §2.2; S4 Figure 1, S1 slides 44-45, S2)."""
+"""Balanced Winnow (ALGORITHMS.md §2.2; S4 Figure 1, S1 slides 44-45, S2).
+
+Refusals: checked first. An update that would push a weight past 2**900 (with a threshold,
+or even after a shift at threshold 0) is refused before any weight moves, in ``learn`` and
+in the batch paths alike (:class:`models.base.UpdateRefused`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from models.base import BinaryLearner, Label
+from models.base import BinaryLearner, Label, UpdateRefused
 from models.instance import Attributes, InvalidInstance
 from models.params import MAX_SIZE, Bool, Integer, Labels, Real
 from models.state import InvalidState
@@ -43,9 +48,11 @@ def _factor(log_factor, x, unit):  # type: ignore[no-untyped-def]  # pragma: no 
 #: With threshold 0 only the ratios of the weights matter, so when a weight would pass
 #: _CEILING every weight is divided by 2**_SHIFT_BITS (exact for every weight above 2**-1074,
 #: below which a weight vanishes) and the shift is recorded; with another threshold such an
-#: update is refused instead.
+#: update is refused instead, and so is one that would pass _CEILING even after a shift
+#: (a factor alpha or 1/beta of 2**_SAFE_LOG2 or more; see ``BalancedWinnow.can_refuse``).
 _CEILING = 2.0**900
 _SHIFT_BITS = 600.0
+_SAFE_LOG2 = 400.0
 
 
 @njit(cache=True, nogil=True)
@@ -66,7 +73,7 @@ def _fit(w, sc, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pra
         a = w[i, 0] * _factor(up, val[j], eu)
         b = w[i, 1] * _factor(down, val[j], ed)
         if not (a < _CEILING and b < _CEILING):
-            if prm[0] != 0.0:
+            if prm[0] != 0.0 or not _shift_suffices(w, idx, val, up, down, eu, ed):
                 return pred, 2
             w *= 2.0**-_SHIFT_BITS
             sc[0] += _SHIFT_BITS
@@ -80,12 +87,26 @@ def _fit(w, sc, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # pra
 
 
 @njit(cache=True, nogil=True)
+def _shift_suffices(w, idx, val, up, down, eu, ed):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Whether, after a shift, the update keeps every weight it moves below _CEILING."""
+    f = 2.0**-_SHIFT_BITS
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        a = (w[i, 0] * f) * _factor(up, val[j], eu)
+        b = (w[i, 1] * f) * _factor(down, val[j], ed)
+        if not (a < _CEILING and b < _CEILING):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _fit_batch(w, sc, prm, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
     """Trials in order; returns how many were applied (fewer if one was refused)."""
     for t in range(ys.shape[0]):
         lo, hi = indptr[t], indptr[t + 1]
         pred, status = _fit(w, sc, prm, idx[lo:hi], val[lo:hi], ys[t], False)
         if status == 2:
+            mistakes[t] = pred != ys[t]  # read back for the refusal, then cleared
             return t
         mistakes[t] = pred != ys[t]
         updates[t] = status == 1
@@ -93,7 +114,7 @@ def _fit_batch(w, sc, prm, indptr, idx, val, ys, mistakes, updates):  # type: ig
 
 
 _OVERFLOW = (
-    "balanced-winnow refused an update that would push a weight past 1e300: use a smaller alpha"
+    "balanced-winnow refused an update that would push a weight past 2**900: use a smaller alpha"
 )
 
 
@@ -222,8 +243,35 @@ class BalancedWinnow(BinaryLearner):
     def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
         pred, status = _fit(self.w_, self.scalars_, self._prm, idx, val, y, force)
         if status == 2:
-            raise OverflowError(_OVERFLOW)
+            raise UpdateRefused(_OVERFLOW, 0 if pred > 0 else 1)
         return pred, status == 1
+
+    # A refused update changes nothing (the kernel checks every weight first). With a
+    # threshold the weights never shift, so a checkpoint keeps the rows a trial may move;
+    # at threshold 0 a shift moves every weight, so it keeps them all.
+
+    def can_refuse(self) -> bool:
+        """With threshold 0, only a factor of 2**400 or more can outgrow one shift: the
+        weights are below 2**1024, so a shifted one is below 2**424 and, moved, below 2**900.
+        """
+        top = max(float(self.alpha), 1.0 / (self.beta or 1.0 / float(self.alpha)))
+        return self._theta != 0.0 or np.log2(top) >= _SAFE_LOG2
+
+    def rescales(self) -> bool:
+        return self._theta == 0.0
+
+    def _save_at(self, idx: np.ndarray) -> Any:
+        if self._theta == 0.0:
+            return None, self.w_.copy(), self.scalars_.copy()
+        return idx, self.w_[idx], self.scalars_.copy()
+
+    def _restore_at(self, saved: Any) -> None:
+        idx, rows, scalars = saved
+        if idx is None:
+            self.w_[...] = rows
+        else:
+            self.w_[idx] = rows
+        self.scalars_[...] = scalars
 
     def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
         return self.w_.T if idx is None else self.w_[idx].T
@@ -248,14 +296,27 @@ class BalancedWinnow(BinaryLearner):
 
         ``xs`` is an :class:`AttributeBatch` or a sequence of instances.
         """
-        mistakes, updates, done = self.learn_prefix(xs, ys)
+        mistakes, updates, done, refused = self._learn_prefix(xs, ys)
         if done < len(mistakes):
-            raise OverflowError(f"trial {done} of the batch: {_OVERFLOW}; earlier trials applied")
+            raise UpdateRefused(
+                f"trial {done} of the batch: {_OVERFLOW}; earlier trials applied", refused
+            )
         return mistakes, updates
 
     def learn_prefix(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray, int]:
         """:meth:`learn_many` up to the first trial whose update would leave float range
-        (refused whole, see the class notes): (mistakes, updates, trials applied)."""
+        (refused whole, see the class notes): (mistakes, updates, trials applied).
+
+        The trials before the refused one stay applied; the refused one and those after it
+        change nothing.
+        """
+        mistakes, updates, done, _ = self._learn_prefix(xs, ys)
+        return mistakes, updates, done
+
+    def _learn_prefix(
+        self, xs: Any, ys: Sequence[Label]
+    ) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """:meth:`learn_prefix` and the class predicted on the refused trial (-1: none)."""
         batch = self.coerce_batch(xs)
         indptr, idx, val = batch.indptr, batch.indices, batch.values
         if len(ys) != len(batch):
@@ -266,9 +327,13 @@ class BalancedWinnow(BinaryLearner):
         done = _fit_batch(
             self.w_, self.scalars_, self._prm, indptr, idx, val, signs, mistakes, updates
         )
+        refused = -1
+        if done < signs.size:  # the refused trial's prediction: y's class, flipped if wrong
+            refused = int(signs[done] < 0) ^ int(mistakes[done])
+            mistakes[done] = False
         n_upd = int(updates[:done].sum())
         self.trials_ += done
         self.mistakes_ += int(mistakes[:done].sum())
         self.updates_ += n_upd
         self.version_ += n_upd
-        return mistakes, updates, int(done)
+        return mistakes, updates, int(done), refused

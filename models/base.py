@@ -31,6 +31,7 @@ __all__ = [
     "MulticlassLearner",
     "Outcome",
     "UnknownLabel",
+    "UpdateRefused",
 ]
 
 Label = Hashable
@@ -50,6 +51,18 @@ class Outcome(NamedTuple):
 
 class UnknownLabel(InvalidInstance):
     """A label that is not one of the learner's labels."""
+
+
+class UpdateRefused(OverflowError):
+    """A trial whose update the learner refused, whole: its state is as before the trial.
+
+    ``predicted`` is the class index the learner predicted on that trial (what
+    :meth:`Learner.trial` would have returned), so the trial can still be judged.
+    """
+
+    def __init__(self, message: str, predicted: int) -> None:
+        super().__init__(message)
+        self.predicted = int(predicted)
 
 
 class InstanceCheck:
@@ -256,6 +269,7 @@ class Learner:
             self.kind, self.input_kind, self.input_size, len(self.labels), self.value_range
         )
         self.reset()
+        self._refuses = self.can_refuse()
 
     def _check_params(self) -> None:
         """Cross-parameter checks; raise InvalidParameter."""
@@ -342,9 +356,27 @@ class Learner:
         return Outcome(predicted != self._class[y], updated)
 
     def trial(self, x: Any, y: Label) -> tuple[int, bool]:
-        """:meth:`learn`, returning the class index it predicted and whether it updated."""
+        """:meth:`learn`, returning the class index it predicted and whether it updated.
+
+        A trial is all or nothing: one that raises :class:`UpdateRefused` leaves the whole
+        state as it was.
+        """
         x = self.coerce(x)
         c = self.class_of(y)
+        if self._refuses and not self._checks_first:
+            predicted, updated, _ = self._undoable(x, c, False)
+            return predicted, updated
+        return self._counted(x, c)
+
+    def trial_with_undo(self, x: Any, y: Label) -> tuple[int, bool, Any]:
+        """:meth:`trial`, also returning a token that :meth:`rollback` takes to undo it.
+
+        Wrappers use it to undo members that learned before another member refused.
+        """
+        x = self.coerce(x)
+        return self._undoable(x, self.class_of(y), True)
+
+    def _counted(self, x: Any, c: int) -> tuple[int, bool]:
         predicted, updated = self._learn(x, c)
         self.trials_ += 1
         if predicted != c:
@@ -353,6 +385,18 @@ class Learner:
             self.updates_ += 1
             self.version_ += 1
         return predicted, updated
+
+    def _undoable(self, x: Any, c: int, whole: bool) -> tuple[int, bool, Any]:
+        undo = self.checkpoint(x, whole)
+        self._journal = undo[2]
+        try:
+            predicted, updated = self._counted(x, c)
+        except UpdateRefused as exc:
+            self.rollback(undo)
+            raise UpdateRefused(str(exc), self._predict(x)) from None
+        finally:
+            self._journal = None
+        return predicted, updated, undo
 
     def learn_many(self, xs: Iterable[Any], ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray]:
         """Learn a sequence of trials in order; return the (mistake, updated) flags.
@@ -387,6 +431,69 @@ class Learner:
     def _learn(self, x: Any, c: int) -> tuple[int, bool]:  # pragma: no cover - interface
         """Apply one trial to a coerced instance and class; return (predicted class, updated)."""
         raise NotImplementedError
+
+    # -- refusals ----------------------------------------------------------------------
+    # A learner that may refuse an update (``can_refuse``) keeps its trials atomic: basic
+    # learners check before they change anything (``_checks_first``); wrappers take a
+    # checkpoint before the trial and roll back to it on a refusal. A checkpoint holds the
+    # counters, what ``_save`` keeps (what one trial on the instance may change in this
+    # learner's own arrays) and a journal of the undo tokens its members' trials leave
+    # (``_journal`` while the trial runs).
+
+    #: True when ``_learn`` refuses before it changes anything.
+    _checks_first: ClassVar[bool] = False
+    _refuses: bool = False
+    _journal: list[tuple[Learner, Any]] | None = None
+
+    def can_refuse(self) -> bool:
+        """Whether some trial may raise :class:`UpdateRefused` (fixed by the parameters)."""
+        return False
+
+    def rescales(self) -> bool:
+        """Whether a trial may change state outside ``support`` (a global rescale)."""
+        return False
+
+    def checkpoint(self, x: Any, whole: bool = True) -> tuple[Any, ...]:
+        """What one trial on the coerced ``x`` may change, for :meth:`rollback`.
+
+        ``whole`` False: the token need only undo a trial that this learner refuses.
+        """
+        counters = (self.trials_, self.mistakes_, self.updates_, self.version_)
+        return counters, self._save(x, whole), []
+
+    def rollback(self, undo: tuple[Any, ...]) -> None:
+        """Restore the state a :meth:`checkpoint` holds (later trials undone first)."""
+        counters, saved, journal = undo
+        for member, token in reversed(journal):
+            member.rollback(token)
+        self._restore(saved)
+        self.trials_, self.mistakes_, self.updates_, self.version_ = counters
+
+    def _save(self, x: Any, whole: bool) -> Any:
+        return self._save_at(self.support(x))
+
+    def _restore(self, saved: Any) -> None:
+        self._restore_at(saved)
+
+    def _save_at(self, idx: np.ndarray) -> Any:
+        """The learned arrays trials over coordinates ``idx`` may change; by default a copy
+        of every one (basic learners whose trials stay on ``idx`` keep those rows only)."""
+        state = self.kernel_state()
+        arrays = state[1:3] if state else [getattr(self, n) for n in self._state_arrays]
+        return [(a, a.copy()) for a in arrays]
+
+    def _restore_at(self, saved: Any) -> None:
+        for live, copy in saved:
+            live[...] = copy
+
+    def _member_learns(self, member: Learner, x: Any, y: Label) -> Outcome:
+        """One trial of a member, journalled when a checkpoint of this learner is open."""
+        journal = self._journal
+        if journal is None:
+            return member.learn(x, y)
+        predicted, updated, undo = member.trial_with_undo(x, y)
+        journal.append((member, undo))
+        return Outcome(predicted != member.class_of(y), updated)
 
     # -- the linear view, for averaging ----------------------------------------------
     # A linear learner's hypothesis is H = g * sum_r coef_r * b_r: rows b of per-coordinate
@@ -518,6 +625,7 @@ class BinaryLearner(Learner):
     """
 
     input_kind = "attributes"
+    _checks_first = True
     #: True for learners that update on small correct margins (ALMA).
     margin_based: ClassVar[bool] = False
     #: True for threshold-0 learners the sub-expert conversion accepts.
@@ -581,6 +689,7 @@ class MulticlassLearner(Learner):
     """A linear-max learner over sub-experts: one weight per sub-expert, s_j = w.x^j."""
 
     input_kind = "experts"
+    _checks_first = True
     n_experts: int
 
     @property

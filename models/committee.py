@@ -158,6 +158,9 @@ class Committee(MulticlassLearner):
     def linear_epoch(self) -> int:
         return int(self.scalars_[3])
 
+    def rescales(self) -> bool:
+        return True
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         return 10, self.r_[None, :], self.scalars_, np.array([self._la])
 

@@ -4,6 +4,10 @@ A code matrix M in {0,1}^(k x L) gives every class a codeword (a row). Column l 
 problem: its learner sees +1 (its first label) iff M[y][l] = 1. A prediction decodes the
 columns' outputs to the nearest codeword. A code whose rows are at least d apart corrects
 floor((d - 1) / 2) wrong columns.
+
+Refusals: roll back. The columns share one spec, so either none can refuse or all are
+journalled: each column's trial leaves an undo token, and a refusal undoes the columns
+that learned before it.
 """
 
 from __future__ import annotations
@@ -278,13 +282,24 @@ class ECOC(Learner):
         margins = self._margins(x) if self.decoding == "loss" else None
         bits = np.empty(target.size)
         updated = False
+        plain = self._journal is None  # no checkpoint open: nothing to journal
         for j, col in enumerate(self.columns_):
-            out = col.learn(x, 1 if target[j] else -1)
+            y = 1 if target[j] else -1
+            out = col.learn(x, y) if plain else self._member_learns(col, x, y)
             bits[j] = target[j] != out.mistake  # the column's prediction, before it learnt
             updated |= out.updated
         if margins is not None:
             return loss_decode(margins, self.code_), updated
         return hamming_decode(bits, self.code_), updated
+
+    def can_refuse(self) -> bool:
+        return self.columns_[0].can_refuse()
+
+    def _save(self, x: Attributes, whole: bool) -> Any:
+        return None  # the columns' trials journal themselves
+
+    def _restore(self, saved: Any) -> None:
+        pass
 
     def weights(self) -> np.ndarray:
         """The columns' weight vectors, one column each: shape (n_features, L)."""

@@ -1,4 +1,8 @@
-"""Multi-class Winnow with (1 + alpha x) updates (ALGORITHMS.md §2.3; S2)."""
+"""Multi-class Winnow with (1 + alpha x) updates (ALGORITHMS.md §2.3; S2).
+
+Refusals: checked first. An update that would push a weight past 1e300 is refused before
+any weight moves (:class:`models.base.UpdateRefused`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from models._kernels import argmax_first, linear_max_scores, slice_difference
-from models.base import Label, MulticlassLearner
+from models.base import Label, MulticlassLearner, UpdateRefused
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Real, RealArray
 from models.state import InvalidState
@@ -117,11 +121,25 @@ class MulticlassWinnow(MulticlassLearner):
             self.w_, float(self.alpha), x.expert, x.cls, x.value, self.n_classes, c
         )
         if status == 2:
-            raise OverflowError(
+            raise UpdateRefused(
                 "multiclass-winnow refused an update that would push a weight past 1e300: "
-                "use a smaller alpha"
+                "use a smaller alpha",
+                pred,
             )
         return pred, status == 1
+
+    # A refused update changes nothing (the kernel checks every weight first); a trial
+    # moves only the weights of the instance's sub-experts, so a checkpoint keeps those.
+
+    def can_refuse(self) -> bool:
+        return True
+
+    def _save_at(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return idx, self.w_[idx]
+
+    def _restore_at(self, saved: tuple[np.ndarray, np.ndarray]) -> None:
+        idx, rows = saved
+        self.w_[idx] = rows
 
     def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
         return self.w_[None, :] if idx is None else self.w_[None, idx]

@@ -1,4 +1,11 @@
-"""Instance recycling R-B (ALGORITHMS.md §3.3; S4 §VI)."""
+"""Instance recycling R-B (ALGORITHMS.md §3.3; S4 §VI).
+
+Refusals: roll back. The internal passes are part of the trial, so when B refuses any
+update of a trial, real or internal, the whole trial is undone. A checkpoint, taken only
+when B can refuse, keeps the store's small arrays, the one row a push overwrites, and B's
+state at the coordinates the trial may touch (the instance's and the stored items'): B's
+own rows when the compiled loop runs, else a journal of B's trials.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ import numpy as np
 from models._dispatch import COMMITTEE
 from models._kernels import scratch
 from models._recycling_kernels import learn_and_recycle, push
-from models.base import Label, Learner
+from models.base import Label, Learner, Outcome, UpdateRefused
 from models.instance import Attributes, Experts
 from models.params import MAX_SIZE, Integer, Labels, Spec
 from models.state import InvalidState
@@ -187,14 +194,39 @@ class Recycling(Wrapper):
                 self.items_a_, self.items_b_, self.items_v_, self.items_len_,
                 self.items_y_, self.items_count_, self.ring_, self.internal_, self._u, wf, wi,
             )  # fmt: skip
-            if status == 2:
-                raise OverflowError(f"{self.learner_.kind} refused an update that would overflow")
             if fam < COMMITTEE:
                 pred = 0 if pred > 0 else 1
+            if status == 2:
+                kind = self.learner_.kind
+                raise UpdateRefused(f"{kind} refused an update that would overflow", pred)
         internal_updates = int(self.internal_[2]) - before
         self.version_ += internal_updates
         self.learner_.version_ += internal_updates + (1 if status == 1 else 0)
         return int(pred), status == 1
+
+    def _save(self, x: Any, whole: bool) -> Any:
+        oldest, count = (int(v) for v in self.ring_)
+        slot = (oldest + count) % self.size if count < self.size else oldest
+        store = (self.items_a_, self.items_b_, self.items_v_)  # a widening replaces them
+        small = (self.items_len_, self.items_y_, self.items_count_, self.ring_, self.internal_)
+        inner = self.learner_
+        kept = None  # B's trials journal themselves, unless the compiled loop runs them
+        if inner.kernel_state() is not None:
+            kept = inner._save_at(self.support(x)), tuple(inner.counters().values())
+        return slot, store, [a[slot].copy() for a in store], [a.copy() for a in small], kept
+
+    def _restore(self, saved: Any) -> None:
+        slot, store, rows, small, kept = saved
+        if kept is not None:
+            inner, (saved_inner, counters) = self.learner_, kept
+            inner._restore_at(saved_inner)
+            inner.trials_, inner.mistakes_, inner.updates_, inner.version_ = counters
+        self.items_a_, self.items_b_, self.items_v_ = store
+        for live, row in zip(store, rows, strict=True):
+            live[slot] = row
+        live_small = (self.items_len_, self.items_y_, self.items_count_, self.ring_, self.internal_)
+        for live, copy in zip(live_small, small, strict=True):
+            live[...] = copy
 
     def _item(self, j: int) -> Any:
         m = int(self.items_len_[j])
@@ -206,8 +238,7 @@ class Recycling(Wrapper):
     ) -> tuple[int, int]:
         """The same algorithm through the inner learner's public ``learn``."""
         pred = self.learner_._predict(x)
-        outcome = self.learner_.learn(x, self.labels[c])
-        status = 1 if outcome.updated else 0
+        status = 1 if self._inner_learns(x, c).updated else 0
         push(a, b, v, c, status, self.items_a_, self.items_b_, self.items_v_,
               self.items_len_, self.items_y_, self.items_count_, self.ring_)  # fmt: skip
         changed = bool(status)
@@ -218,7 +249,7 @@ class Recycling(Wrapper):
                 j = (int(self.ring_[0]) + r) % s
                 if self.items_count_[j] >= self._u:
                     continue
-                inner = self.learner_.learn(self._item(j), self.labels[int(self.items_y_[j])])
+                inner = self._inner_learns(self._item(j), int(self.items_y_[j]))
                 self.internal_[0] += 1
                 self.internal_[1] += int(inner.mistake)
                 if inner.updated:
@@ -226,6 +257,9 @@ class Recycling(Wrapper):
                     self.internal_[2] += 1
                     changed = True
         return pred, status
+
+    def _inner_learns(self, x: Any, c: int) -> Outcome:
+        return self._member_learns(self.learner_, x, self.labels[c])
 
     def support(self, x: Any) -> np.ndarray:
         """Recycling may change any coordinate of the stored instances."""

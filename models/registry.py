@@ -2,7 +2,10 @@
 
 A spec is ``{"kind": "balanced-winnow", "alpha": 1.2, ...}``. The model a learner serves
 supplies the context parameters (``labels`` and the instance size, ``n_features`` for
-attribute learners or ``n_experts`` for sub-expert learners) when the spec leaves them out.
+attribute learners or ``n_experts`` for sub-expert learners): when :func:`build` is given
+them, a spec that sets one, at any level of nesting, is refused. Wrappers build their
+nested learners the same way, with their own context, so the rule holds at every level.
+A spec built without context (an exported state's ``params``) carries its own.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def build(
 ) -> Learner:
     """Build the learner a spec describes, checking every parameter.
 
-    ``labels`` and ``size`` fill in the context parameters the spec leaves out.
+    ``labels`` and ``size`` are the context parameters; when either is given, the spec
+    must not set any of :data:`CONTEXT_PARAMS` (InvalidParameter names the one it sets).
     """
     cls = kind_of(spec)
     names = cls.param_names()
@@ -84,6 +88,8 @@ def build(
         raise InvalidParameter(
             unknown[0], params[unknown[0]], f"a parameter of {cls.kind}: one of {names}"
         )
+    if labels is not None or size is not None:
+        _refuse_context(cls, params)
     if labels is not None and "labels" in names:
         params.setdefault("labels", list(labels))
     if size is not None:
@@ -95,6 +101,22 @@ def build(
     if missing:
         raise InvalidParameter(missing[0], None, f"a value (required by {cls.kind})")
     return cls(**params)
+
+
+def _refuse_context(cls: type[Learner], params: Mapping[str, Any]) -> None:
+    """Refuse the context parameters a spec sets when the caller supplies the context.
+
+    A value the parameter could never take gets its usual message first.
+    """
+    given = [name for name in CONTEXT_PARAMS if name in params]
+    if not given:
+        return
+    name, value = given[0], params[given[0]]
+    constraint = cls._parameter_constraints.get(name)
+    expected = constraint.check(value) if constraint else None
+    raise InvalidParameter(
+        name, value, expected or f"no {name} in this spec: the model supplies it"
+    )
 
 
 def from_state(doc: Any) -> Learner:

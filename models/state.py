@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,7 +76,7 @@ def decode_array(
     except (binascii.Error, UnicodeEncodeError):
         raise InvalidState(f"{what}: data is not valid base64") from None
     dt = _DTYPES[dtype]
-    count = int(np.prod(got_shape)) if got_shape else 1
+    count = math.prod(got_shape)
     if len(raw) != count * dt.itemsize:
         raise InvalidState(f"{what}: {len(raw)} bytes do not hold {count} values of {dtype}")
     arr = np.frombuffer(raw, dtype=dt).reshape(got_shape).astype(dt.newbyteorder("="))

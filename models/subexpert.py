@@ -1,4 +1,8 @@
-"""The sub-expert conversion: any binary threshold-0 learner made multi-class (§1.6; S4 §III)."""
+"""The sub-expert conversion: any binary threshold-0 learner made multi-class (§1.6; S4 §III).
+
+Refusals: checked first, by the binary learner's own update (only Balanced Winnow with an
+alpha of 2**400 or more can refuse at threshold 0); a checkpoint is the binary learner's.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +18,10 @@ from models._dispatch import (
     subexpert_predict,
     subexpert_scores,
 )
-from models.base import BinaryLearner, Label, Learner, MulticlassLearner
+from models.base import BinaryLearner, Label, Learner, MulticlassLearner, UpdateRefused
 from models.instance import Experts
 from models.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options, Spec
-from models.wrapper import HasInner
+from models.wrapper import HasInner, inner_spec
 
 __all__ = ["SubExpert"]
 
@@ -83,7 +87,7 @@ class SubExpert(HasInner, MulticlassLearner):
     def _check_params(self) -> None:
         from models.registry import build, kind_of
 
-        spec = dict(self.learner.spec() if isinstance(self.learner, Learner) else self.learner)
+        spec = inner_spec(self.learner)
         expected = "a binary threshold-0 learner: balanced-winnow (theta 0), perceptron or alma"
         try:
             cls = kind_of(spec)
@@ -91,10 +95,8 @@ class SubExpert(HasInner, MulticlassLearner):
             raise InvalidParameter("learner." + exc.name, exc.value, exc.expected) from None
         if not (issubclass(cls, BinaryLearner) and cls.convertible):
             raise InvalidParameter("learner", spec, expected)
-        spec.pop("labels", None)
-        spec["n_features"] = self.n_experts
         try:
-            inner = build(spec)
+            inner = build(spec, size=self.n_experts)
         except InvalidParameter as exc:
             raise InvalidParameter("learner." + exc.name, exc.value, exc.expected) from None
         if not isinstance(inner, BinaryLearner) or inner.effective_threshold != 0.0:
@@ -135,8 +137,14 @@ class SubExpert(HasInner, MulticlassLearner):
         wf, wi = self._scratch(len(x))
         pred, status = subexpert_learn(fam, W, S, P, x.expert, x.cls, x.value, k, c, wf, wi)
         if status == 2:
-            raise OverflowError(f"{self.learner_.kind} refused an update that would overflow")
+            raise UpdateRefused(f"{self.learner_.kind} refused an update that would overflow", pred)
         return int(pred), status == 1
+
+    def _save_at(self, idx: np.ndarray) -> Any:
+        return self.learner_._save_at(idx)
+
+    def _restore_at(self, saved: Any) -> None:
+        self.learner_._restore_at(saved)
 
     def weights(self) -> np.ndarray:
         return self.learner_.weights()

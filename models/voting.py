@@ -108,8 +108,8 @@ class VCombine(VotingState):
     A trial costs O((v + h) m) plus, at window trials with a new hypothesis, O(r m) for its
     estimate and O(n) for a snapshot. ``updated`` is True when a learner updated, a slot
     changed, or the choice of B or between B and the vote changed: whenever the frozen
-    predictor (:meth:`snapshot`) may have changed, so ``version_`` moves with it. A learner
-    that raises mid-trial (an overflow) leaves the learners before it trained.
+    predictor (:meth:`snapshot`) may have changed, so ``version_`` moves with it. A trial
+    that a learner refuses (an overflow) is undone whole: no learner keeps it.
 
     Parameters
     ----------
@@ -287,6 +287,8 @@ class VCombine(VotingState):
         self._wm = self.select == "weighted-majority"
         self._followers = _followers(self.learners)
         _link(self.learners_, self._followers)
+        leaders = [i for i in range(len(built)) if i not in self._followers]
+        self._refusing_first = sorted(leaders, key=lambda i: not built[i].can_refuse())
 
     def _reset_state(self) -> None:
         for inner in self.learners_:

@@ -28,7 +28,7 @@ from numba.typed import List
 from models._dispatch import ALMA, BALANCED, PERCEPTRON, SUBEXPERT
 from models._voting_kernels import buffer_record, members_trial
 from models.averaging import Averaging
-from models.base import LinearMaxHypothesis
+from models.base import LinearMaxHypothesis, UpdateRefused
 from models.recycling import Recycling
 from models.subexpert import SubExpert
 
@@ -115,7 +115,10 @@ class CompiledMembers:
             _typed([s[3] for s in states], _F1),
             *_blocks(avg, _SUMS, vc.input_size), rows,
         )  # fmt: skip
-        self.store = (np.array([r._u for r in store], dtype=np.int64), *_blocks(store, _STORE))
+        order = sorted(recycled, key=lambda g: not members[g].can_refuse())
+        self.order = np.array(order, dtype=np.int64)  # the members that can refuse first
+        us = np.array([r._u for r in store], dtype=np.int64)
+        self.store = (self.order, us, *_blocks(store, _STORE))
         self.recycled, self.leaders = recycled, leaders
         self.buffer = self._pack_buffer(vc, self.width)
         self.slots: tuple[Any, ...] = (np.zeros((0, vc.input_size)), np.zeros(0), 0)
@@ -199,17 +202,31 @@ class CompiledMembers:
         work, dense = self.work[2], self.dense
         return int(buffer_record(g, *self.member, *self.buffer, work, dense))  # type: ignore[call-arg]
 
-    def settle(self, vc: VotingTrial, c: int, failed: int) -> tuple[np.ndarray, bool]:
-        """Count the trial in every member as ``learn`` and ``follow`` would; return which
-        members made a mistake and whether any updated. Raise on a refused update."""
-        preds, status, delta = (a.tolist() for a in self.work[4:])
+    def checkpoints(self, vc: VotingTrial, x: Any, whole: bool) -> list[tuple[Any, Any]]:
+        """Undo tokens of the members the next trial may have to undo: those that can
+        refuse (they learn first), or every member for a whole trial."""
         members = vc.learners_
+        out = [
+            (members[g], members[g].checkpoint(x))
+            for g in self.recycled
+            if whole or members[g]._refuses
+        ]
+        return out + [(members[g], members[g].checkpoint(x)) for g in self.leaders if whole]
+
+    def settle(
+        self, vc: VotingTrial, c: int, failed: int, predicted: int
+    ) -> tuple[np.ndarray, bool]:
+        """Count the trial in every member as ``learn`` and ``follow`` would; return which
+        members made a mistake and whether any updated. On a refused update raise
+        UpdateRefused at once (the members' checkpoints undo what the trial did)."""
+        members = vc.learners_
+        if failed >= 0:
+            kind = members[failed].learner_.kind  # type: ignore[attr-defined]
+            raise UpdateRefused(f"{kind} refused an update that would overflow", predicted)
+        preds, status, delta = (a.tolist() for a in self.work[4:])
         wrong = [p != c for p in preds]
         changed = False
         for g in self.recycled:  # as Recycling._learn, then Learner.learn
-            if failed >= 0 and g >= failed:
-                kind = members[failed].learner_.kind  # type: ignore[attr-defined]
-                raise OverflowError(f"{kind} refused an update that would overflow")
             r = members[g]
             r.trials_ += 1
             r.version_ += delta[g]

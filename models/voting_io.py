@@ -3,6 +3,7 @@ them (after validation) on import."""
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +13,7 @@ import numpy as np
 from models import state as st
 from models.base import InstanceCheck, Learner
 from models.instance import Attributes, Experts, InvalidInstance
+from models.recycling import Recycling
 from models.schedule import _Slot, live_window
 from models.voting_state import _fields, _Packed, _rebuild
 from models.voting_trial import VotingTrial, _link
@@ -98,6 +100,37 @@ class VotingState(VotingTrial):
             and ((self.wm_weights_ >= 0) & (self.wm_weights_ <= 1)).all()
         ):
             raise st.InvalidState("v-combine counters are inconsistent")
+
+    # -- refusals (see models.voting_trial) ---------------------------------------------
+
+    def can_refuse(self) -> bool:
+        return any(inner.can_refuse() for inner in self.learners_)
+
+    def _save(self, x: Any, whole: bool) -> Any:
+        """The stores the compiled path may widen and, for a whole trial, V-Combine's own
+        state (the slots are copied, their hypotheses are immutable)."""
+        self._whole = whole
+        stores = [
+            (m, m.items_a_, m.items_b_, m.items_v_)
+            for m in self.learners_
+            if isinstance(m, Recycling) and self._compiled
+        ]
+        if not whole:
+            return stores, None
+        arrays = (self.learner_mistakes_, self.recent_mistakes_, self.wm_weights_, self.scalars_)
+        slots = [copy.copy(slot) for slot in self.slots_]
+        return stores, ([a.copy() for a in arrays], slots, deque(self.buffer_, maxlen=self.r))
+
+    def _restore(self, saved: Any) -> None:
+        stores, own = saved
+        for m, a, b, v in stores:
+            m.items_a_, m.items_b_, m.items_v_ = a, b, v
+        if own is not None:
+            arrays, self.slots_, self.buffer_ = own
+            live = (self.learner_mistakes_, self.recent_mistakes_, self.wm_weights_, self.scalars_)
+            for target, value in zip(live, arrays, strict=True):
+                target[...] = value
+        self._fast, self._fast_tried = None, False  # the members' arrays are theirs again
 
     def _export_extra(self) -> dict[str, Any]:
         return {f"learner.{i}": inner.export_state() for i, inner in enumerate(self.learners_)}

@@ -4,6 +4,12 @@ the vote, the windows, doubling and restarts.
 :class:`VotingTrial` is the part of :class:`models.voting.VCombine` that runs trials over
 the members it holds; the members' own part of a trial runs compiled when they allow it
 (:mod:`models.voting_fast`).
+
+Refusals: roll back. Members learn before anything of V-Combine's own moves, the ones
+that can refuse first, each leaving an undo token; so a refusal undoes only those, and
+the others have not learned yet. A checkpoint for a wrapper that must undo a whole trial
+(``whole``) journals every member and keeps V-Combine's own state too
+(:mod:`models.voting_io`).
 """
 
 from __future__ import annotations
@@ -75,6 +81,9 @@ class VotingTrial(Learner):
     _wm: bool
     _fast: CompiledMembers | None
     _fast_tried: bool
+    _whole: bool
+    #: The members that are not followers, those that can refuse an update first.
+    _refusing_first: list[int]
 
     def _initial_slots(self) -> list[_Slot]:
         return [_Slot(t, *window(t, 1, self.window)) for t in targets(1, self.h)]
@@ -172,11 +181,14 @@ class VotingTrial(Learner):
         current = self.learners_[b]
         key = (b, current.version_)
         use_best = self.uses_best_
+        journal = self._journal
         if fast is not None:
             fast.pack_slots(self)
+            if journal is not None:  # the compiled loop runs the refusing members first
+                journal += fast.checkpoints(self, x, self._whole)
             failed, voted, best_predicted = fast.trial(x, c, b)
             predicted = best_predicted if use_best else voted
-            wrong, changed = fast.settle(self, c, failed)
+            wrong, changed = fast.settle(self, c, failed, predicted)
             changed |= self._finish(x, c, key, voted, wrong, None)
             return predicted, changed or (self.best_, self.uses_best_) != (b, use_best)
         voted = int(argmax_first(self._vote_of(x, current.scores(x))))
@@ -189,10 +201,18 @@ class VotingTrial(Learner):
         y = self.labels[c]
         follow = self._followers
         before = {j: self.learners_[j]._predict(x) for j in follow}  # before the leaders learn
-        done = {i: inner.learn(x, y) for i, inner in enumerate(self.learners_) if i not in follow}
+        done = {}
+        for i in self._refusing_first:
+            inner = self.learners_[i]
+            if journal is None or not (self._whole or inner._refuses):
+                done[i] = inner.learn(x, y)
+            else:
+                done[i] = self._member_learns(inner, x, y)
         for j, i in follow.items():
             averaged = self.learners_[j]
             assert isinstance(averaged, Averaging)
+            if journal is not None and self._whole:
+                journal.append((averaged, averaged.checkpoint(x)))
             done[j] = averaged.follow(x, c, before[j], done[i].updated)
         outcomes = [done[i] for i in range(len(self.learners_))]
         wrong = np.array([o.mistake for o in outcomes], dtype=bool)

@@ -15,16 +15,22 @@ __all__ = ["HasInner", "Wrapper", "inner_spec"]
 
 
 def inner_spec(learner: Mapping[str, Any] | Learner) -> dict[str, Any]:
-    """A nested spec without the context parameters the wrapper supplies."""
+    """A nested learner as the spec its wrapper builds with its own context.
+
+    A learner object's spec loses the context parameters it was built with; a spec
+    mapping is copied as given, so ``build`` refuses a context parameter set in it.
+    """
     from models.registry import CONTEXT_PARAMS
 
-    spec = dict(learner.spec() if isinstance(learner, Learner) else learner)
-    return {k: v for k, v in spec.items() if k not in CONTEXT_PARAMS}
+    if isinstance(learner, Learner):
+        return {k: v for k, v in learner.spec().items() if k not in CONTEXT_PARAMS}
+    return dict(learner)
 
 
 class HasInner:
     """One inner learner, ``learner_``: its state travels as the child ``learner``, and the
-    wrapper shows the inner's linear view (for averaging) as its own."""
+    wrapper shows the inner's linear view (for averaging) and whether it may refuse an
+    update or rescale as its own."""
 
     kind: ClassVar[str]
     learner_: Learner
@@ -38,6 +44,12 @@ class HasInner:
                 f"{self.kind} state: expected child 'learner', got {sorted(children)}"
             )
         self.learner_.import_state(children["learner"])
+
+    def can_refuse(self) -> bool:
+        return self.learner_.can_refuse()
+
+    def rescales(self) -> bool:
+        return self.learner_.rescales()
 
     def support(self, x: Any) -> np.ndarray:
         return self.learner_.support(x)

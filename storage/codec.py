@@ -81,7 +81,8 @@ class LogEntry(NamedTuple):
     """One applied trial as the log holds it.
 
     ``kind`` is ``"label"`` (a labelled prediction; ``predicted`` is the served class),
-    ``"learn"`` (``predicted`` is None: the learner's own prediction at replay) or
+    ``"learn"`` (``predicted`` is None: the learner's own prediction at replay;
+    ``trial_id`` is ``!<key>`` for one appended with an idempotency key) or
     ``"reset"`` (the state was replaced by the snapshot at ``seq``; no instance).
     """
 
@@ -115,4 +116,7 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
             raise CorruptData(f"log entry {seq}: a label entry needs fields p and t")
         p = parse_int(f[b"p"], f"log entry {seq} prediction", 0, n_classes - 1)
         return LogEntry(seq, "label", x, y, p, f[b"t"].decode("ascii", "replace"))
-    return LogEntry(seq, "learn", x, y, None, "")
+    key = f.get(b"i", b"")
+    if len(key) > 255 or not all(0x21 <= c <= 0x7E for c in key):
+        raise CorruptData(f"log entry {seq}: its idempotency key is not printable ASCII")
+    return LogEntry(seq, "learn", x, y, None, "!" + key.decode("ascii") if key else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = [
     "Conflict",
     "CorruptData",
+    "Full",
     "ModelNotFound",
     "StorageError",
     "Unavailable",
@@ -33,3 +34,12 @@ class Unavailable(StorageError):
 
 class CorruptData(StorageError):
     """What came back from Redis is not what the service writes."""
+
+
+class Full(StorageError):
+    """A quota is reached: ``limit`` names the setting, ``most`` its value."""
+
+    def __init__(self, limit: str, most: int, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.most = most

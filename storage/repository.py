@@ -18,15 +18,24 @@ import orjson
 import redis.asyncio as aioredis
 from redis import exceptions as rex
 
-from storage import scripts
+from storage import scripts, scripts_models
 from storage.client import Clients
 from storage.codec import parse_int
-from storage.errors import Conflict, CorruptData, ModelNotFound, StorageError, Unavailable
-from storage.keys import Keys, models_key
+from storage.errors import (
+    Conflict,
+    CorruptData,
+    Full,
+    ModelNotFound,
+    StorageError,
+    Unavailable,
+)
+from storage.keys import Keys, graves_key, models_key
 from storage.resp import ReplyError
 
 __all__ = [
+    "Idempotency",
     "LabelResult",
+    "LearnGroup",
     "LogGap",
     "ModelStore",
     "PredictResult",
@@ -54,8 +63,42 @@ class Sync:
 
 
 @dataclass(frozen=True, slots=True)
+class Idempotency:
+    """An ``Idempotency-Key`` and a hash of the request it came with."""
+
+    key: str
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class LearnGroup:
+    """Learn items sent as one request; ``idem`` makes their appending happen once."""
+
+    items: Sequence[tuple[bytes, int]]
+    idem: Idempotency | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LearnResult:
+    status: str  # ok | repeat | mismatch
+    first: int = -1  # the first item's log seq
+    count: int = 0  # items the first request appended (repeat)
+    incarnation: str = ""  # the incarnation the first request appended to (repeat)
+    answer: bytes = b""  # the first request's answer, once kept (repeat)
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """What a create did: its time, and whether it repeats an earlier request."""
+
+    created: int
+    incarnation: str
+    repeat: bool
+
+
+@dataclass(frozen=True, slots=True)
 class PredictResult:
-    status: str  # ok | existing | conflict
+    status: str  # ok | existing | conflict | full | invalid
     predicted: int = -1
     scores: bytes = b""
     version: int = -1
@@ -63,7 +106,7 @@ class PredictResult:
 
 @dataclass(frozen=True, slots=True)
 class LabelResult:
-    status: str  # ok | repeat | conflict | expired | unknown
+    status: str  # ok | repeat | conflict | expired | unknown | invalid
     predicted: int = -1
     seq: int = -1
     updated: int = -1  # -1: not folded yet
@@ -95,18 +138,26 @@ class Statistics:
     summary: dict[str, Any] | None
 
 
-_COUNTERS = ("predictions", "labelled", "learned", "mistakes", "updates", "expired", "late_labels")
-_SCRIPTS = (
-    "CREATE",
-    "SYNC",
-    "PREDICT",
-    "LABEL",
-    "LEARN",
-    "SNAPSHOT",
-    "IMPORT",
-    "SUMMARY",
-    "STATS",
+_COUNTERS = (
+    "predictions",
+    "labelled",
+    "learned",
+    "mistakes",
+    "updates",
+    "expired",
+    "late_labels",
+    "quarantined",
+    "refused",
 )
+_SCRIPTS = {
+    name: getattr(module, name)
+    for module in (scripts, scripts_models)
+    for name in module.__all__
+    if name.isupper() and isinstance(getattr(module, name), str) and name != "PRELUDE"
+}
+_REUSED = "Idempotency-Key was used before with another request"
+_EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
+GRAVE_BATCH = 1_000  # trial hashes a delete or a sweep removes in one step
 
 
 def _refused(e: Exception) -> StorageError:
@@ -161,8 +212,7 @@ class ModelStore:
         self.prefix = prefix
         self._keys: dict[str, Keys] = {}
         self._scripts: dict[str, tuple[str, str]] = {}
-        for name in _SCRIPTS:
-            text: str = getattr(scripts, name)
+        for name, text in _SCRIPTS.items():
             self._scripts[name] = (hashlib.sha1(text.encode()).hexdigest(), text)
 
     def keys(self, name: str) -> Keys:
@@ -186,6 +236,11 @@ class ModelStore:
             raise ModelNotFound(name)
         if status == b"reload":
             raise LogGap(f"the log of model {name!r} no longer holds the entries needed")
+        if status == b"invalid":
+            raise CorruptData(
+                f"model {name!r}: item {_text(reply[2])} of group {_text(reply[1])} is not "
+                "this model's (a class or coordinate out of range): nothing was written"
+            )
         return reply
 
     # -- models -----------------------------------------------------------------------
@@ -194,30 +249,92 @@ class ModelStore:
         async with _redis_errors():
             return bool(await self.client.ping())
 
-    async def create(self, name: str, config: dict[str, Any]) -> str:
-        """Store a new model; :class:`Conflict` if the name is taken. Returns its incarnation."""
+    async def create(
+        self,
+        name: str,
+        config: dict[str, Any],
+        *,
+        n_classes: int,
+        size: int,
+        most: int,
+        idem: Idempotency | None = None,
+        keep_ms: int = 86_400_000,
+    ) -> Created:
+        """Store a new model in one atomic step.
+
+        :class:`Conflict` if the name is taken (or ``idem`` came with another request),
+        :class:`Full` if ``most`` models exist already."""
         k = self.keys(name)
         incarnation = secrets.token_hex(8)
-        reply = await self._run("CREATE", name, k.all_fixed(), [incarnation, orjson.dumps(config)])
-        if reply[0] == b"exists":
+        keys = [*k.all_fixed(), k.models, k.idem(idem.key) if idem else k.meta]
+        args = [incarnation, orjson.dumps(config), n_classes, size, most]
+        args += [idem.digest if idem else "", keep_ms, name]
+        reply = await self._run("CREATE", name, keys, args)
+        status = reply[0]
+        if status == b"exists":
             raise Conflict(f"model {name!r} already exists")
-        async with _redis_errors():
-            await self.client.sadd(models_key(self.prefix), name)
-        return incarnation
+        if status == b"full":
+            raise Full("max_stored_models", most, f"{most} models exist: delete one first")
+        if status == b"mismatch":
+            raise Conflict(_REUSED)
+        if status == b"repeat":
+            return Created(_int(reply[1], "created"), _text(reply[2]), True)
+        return Created(_int(reply[1], "created"), incarnation, False)
 
-    async def delete(self, name: str) -> None:
-        """Delete a model and every key it has; :class:`ModelNotFound` if there is none."""
+    async def delete(
+        self, name: str, *, idem: Idempotency | None = None, keep_ms: int = 86_400_000
+    ) -> None:
+        """Delete a model and every key it has in one atomic step (trial hashes of a model
+        with many go to a grave that :meth:`sweep` empties); :class:`ModelNotFound` if
+        there is none."""
         k = self.keys(name)
+        keys = [*k.all_fixed(), k.models, k.idem(idem.key) if idem else k.meta]
+        keys.append(graves_key(self.prefix))
+        args = [name, idem.digest if idem else "", keep_ms, GRAVE_BATCH]
+        reply = await self._run("DELETE", name, keys, args)
+        if reply[0] == b"mismatch":
+            raise Conflict(_REUSED)
+        if reply[0] == b"gone":
+            raise ModelNotFound(name)
+
+    async def sweep(self, budget: int = 100) -> int:
+        """Delete the trial hashes of deleted models, at most ``budget`` batches; returns
+        how many graves are left."""
+        graves = graves_key(self.prefix)
+        for _ in range(budget):
+            async with _redis_errors():
+                grave = await self.client.srandmember(graves)
+            if grave is None:
+                return 0
+            await self._run("SWEEP", "", [_text(grave), graves], [GRAVE_BATCH])
         async with _redis_errors():
-            # the meta key goes first: scripts for this incarnation then answer 'gone'
-            if not await self.client.delete(k.meta):
-                await self.client.srem(models_key(self.prefix), name)
-                raise ModelNotFound(name)
-            ids = await self.client.zrange(k.trials, 0, -1)
-            for i in range(0, len(ids), 1000):
-                await self.client.delete(*(k.trial(_text(t)) for t in ids[i : i + 1000]))
-            await self.client.delete(*k.all_fixed())
-            await self.client.srem(models_key(self.prefix), name)
+            return int(await self.client.scard(graves))
+
+    async def keep_answer(self, name: str, idem: Idempotency, answer: bytes) -> None:
+        """Keep the answer to the request that used ``idem`` first, for its retries."""
+        await self._run(
+            "IDEM_ANSWER", name, [self.keys(name).idem(idem.key)], [idem.digest, answer]
+        )
+
+    async def learn_outcomes(
+        self, name: str, idem: Idempotency, seqs: Sequence[int]
+    ) -> dict[int, tuple[int, bool]]:
+        """The folded outcomes (predicted class, updated) of learn entries ``seqs`` that
+        were appended with ``idem``, those folded so far."""
+        async with _redis_errors():
+            got: list[Any] = await self.client.hmget(
+                self.keys(name).idem(idem.key), [f"o{s}" for s in seqs]
+            )
+        out = {}
+        for seq, v in zip(seqs, got, strict=True):
+            if v is None:
+                continue
+            p, _, u = _text(v).partition(":")
+            out[seq] = (
+                parse_int(p, "folded prediction"),
+                parse_int(u, "folded outcome", 0, 3) == 1,
+            )
+        return out
 
     async def names(self) -> list[str]:
         async with _redis_errors():
@@ -301,12 +418,12 @@ class ModelStore:
             raise CorruptData(f"model {name!r}: snapshot without state")
         return _int(version, "snapshot version"), state
 
-    async def read_outcome(self, name: str, trial_id: str) -> int | None:
-        """Whether labelling ``trial_id`` updated the learner (1 or 0), None if not
-        folded yet."""
+    async def read_outcome(self, name: str, incarnation: str, trial_id: str) -> int | None:
+        """The folded outcome of labelling ``trial_id`` (see :mod:`storage.scripts`: 0..3),
+        None if not folded yet."""
         async with _redis_errors():
-            u = await self.client.hget(self.keys(name).trial(trial_id), "u")
-        return None if u is None else _int(u, "outcome")
+            u = await self.client.hget(self.keys(name).trial(incarnation, trial_id), "u")
+        return None if u is None else parse_int(u, "outcome", 0, 3)
 
     async def read_log(
         self, name: str, after: int, count: int, upto: int | None = None
@@ -348,6 +465,7 @@ class ModelStore:
         ttl_ms: int,
         fold: bytes,
         limit: int,
+        most_pending: int,
         items: Sequence[tuple[str, bytes, int, bytes]],
     ) -> tuple[Sync, list[PredictResult] | None]:
         """Store pending predictions made at version ``known``.
@@ -357,11 +475,11 @@ class ModelStore:
         """
         k = self.keys(name)
         args: list[Any] = [incarnation, known, "1" if strict else "0", ttl_ms, fold, limit]
+        args.append(most_pending)
         for trial_id, x, p, s in items:
             args += [trial_id, x, p, s]
-        reply = await self._run(
-            "PREDICT", name, k.all_fixed() + [k.trial(t[0]) for t in items], args
-        )
+        trials = [k.trial(incarnation, t[0]) for t in items]
+        reply = await self._run("PREDICT", name, k.all_fixed() + trials, args)
         sync = self._sync(reply)
         if reply[0] == b"stale":
             return sync, None
@@ -389,7 +507,8 @@ class ModelStore:
         args: list[Any] = [incarnation, known, fold, limit]
         for trial_id, y in items:
             args += [trial_id, y]
-        reply = await self._run("LABEL", name, k.all_fixed() + [k.trial(t[0]) for t in items], args)
+        trials = [k.trial(incarnation, t[0]) for t in items]
+        reply = await self._run("LABEL", name, k.all_fixed() + trials, args)
         out = []
         for r in reply[4]:
             status = _text(r[0])
@@ -412,16 +531,35 @@ class ModelStore:
         *,
         fold: bytes,
         limit: int,
-        items: Sequence[tuple[bytes, int]],
-    ) -> tuple[Sync, int]:
-        """Append trials with known labels; returns the sync and the first one's seq.
+        keep_ms: int,
+        groups: Sequence[LearnGroup],
+    ) -> tuple[Sync, list[LearnResult]]:
+        """Append trials with known labels, each group at most once per idempotency key.
 
-        The sync's entries stop before that seq: the caller applies its own items."""
-        args: list[Any] = [incarnation, known, fold, limit]
-        for x, y in items:
-            args += [x, y]
-        reply = await self._run("LEARN", name, self._fixed(name), args)
-        return self._sync(reply), _int(reply[4], "first seq")
+        The sync's entries stop before the first appended item: the caller applies its
+        own items."""
+        k = self.keys(name)
+        keys = k.all_fixed()
+        args: list[Any] = [incarnation, known, fold, limit, keep_ms]
+        for g in groups:
+            if g.idem is not None:
+                keys.append(k.idem(g.idem.key))
+            args += [g.idem.key if g.idem else "", g.idem.digest if g.idem else ""]
+            args.append(len(g.items))
+            for x, y in g.items:
+                args += [x, y]
+        reply = await self._run("LEARN", name, keys, args)
+        out = []
+        for r in reply[4]:
+            status = _text(r[0])
+            if status == "ok":
+                out.append(LearnResult("ok", _int(r[1], "first seq")))
+            elif status == "repeat":
+                first, count = _int(r[1], "first seq"), _int(r[2], "count")
+                out.append(LearnResult("repeat", first, count, _text(r[3]), r[4] or b""))
+            else:
+                out.append(LearnResult("mismatch"))
+        return self._sync(reply), out
 
     async def save_snapshot(
         self, name: str, incarnation: str, version: int, state: bytes, fold: bytes, retain: int
@@ -434,13 +572,28 @@ class ModelStore:
         return bool(reply[0] == b"ok")
 
     async def import_state(
-        self, name: str, incarnation: str, known: int, state: bytes, fold: bytes, limit: int
+        self,
+        name: str,
+        incarnation: str,
+        known: int,
+        state: bytes,
+        fold: bytes,
+        limit: int,
+        *,
+        idem: Idempotency | None = None,
+        keep_ms: int = 86_400_000,
     ) -> tuple[Sync | None, int]:
         """Replace the learner state after version ``known``; returns (None, its seq), or
-        (the sync to catch up with, -1) when ``known`` is not current and fully folded."""
-        reply = await self._run(
-            "IMPORT", name, self._fixed(name), [incarnation, known, state, fold, limit]
-        )
+        (the sync to catch up with, -1) when ``known`` is not current and fully folded.
+        A retry with ``idem`` returns the first request's seq."""
+        k = self.keys(name)
+        keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
+        args = [incarnation, known, state, fold, limit, idem.digest if idem else "", keep_ms]
+        reply = await self._run("IMPORT", name, keys, args)
         if reply[0] == b"stale":
             return self._sync(reply), -1
+        if reply[0] == b"mismatch":
+            raise Conflict(_REUSED)
+        if reply[0] == b"repeat" and _text(reply[2]) != incarnation:
+            raise Conflict(_EARLIER)
         return None, _int(reply[1], "seq")

@@ -1,48 +1,57 @@
 """The Lua scripts that make each trial one atomic Redis step.
 
-Every script takes the same fixed keys, all of one model (see :mod:`storage.keys`)::
+Every trial script takes the same fixed keys, all of one model (see :mod:`storage.keys`)::
 
     KEYS[1] meta   KEYS[2] log   KEYS[3] snapshot   KEYS[4] pending   KEYS[5] trials
     KEYS[6] curve  KEYS[7] window     KEYS[8] summary
-    KEYS[9..]      one trial hash per item (predict, label)
+    KEYS[9..]      one trial hash per item (predict, label), or idempotency records (learn)
 
 and starts with ``ARGV[1]`` = the model's incarnation: a script for a model that was
-deleted (and perhaps re-created) replies ``{'gone'}`` and writes nothing.
+deleted (and perhaps re-created) replies ``{'gone'}`` and writes nothing. Trial keys carry
+the incarnation too, so nothing of a deleted model is ever applied to its successor.
 
 Replies are flat arrays led by a status string. ``entries`` is the log after the caller's
 ``known`` version (XRANGE format, at most ``limit`` entries) so that a worker catches up in
 the same round trip; ``{'reload'}`` means the log no longer reaches back to ``known`` (or
 Redis holds less than the worker has seen), and the worker must reload the model.
 
+Whatever a script writes into the log is checked first: a class index below the model's
+``k`` labels, an instance whose binary form is well made and whose largest coordinate is
+below the model's ``n``. A script that finds a bad item writes nothing.
+
 Folding. The log is the truth; mistakes, updates, the confusion counts, the mistake curve
 and each labelled trial's ``updated`` flag follow from replaying it, which every worker
 does. ``fold`` is a JSON document ``{"a": first seq, "e": [[y, p, u, trial id], ...]}`` of
 outcomes a worker computed; each script first folds the entries after ``meta.folded`` (in
 order, each exactly once) and ignores those already folded, so any worker may report any
-outcome any number of times.
+outcome any number of times; the outcome of a learn appended with an idempotency key
+(id ``!<key>``) goes into that key's record as field ``o<seq>`` = ``p:u``, so a retry
+answers from it whoever replays. ``u`` is 0 (no update), 1 (updated), 2 (the entry could not
+be replayed and was skipped by every worker: quarantined) or 3 (the learner refused the
+update whole).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "CREATE",
-    "IMPORT",
+    "CURVE_POINTS",
     "LABEL",
     "LEARN",
     "PREDICT",
-    "SNAPSHOT",
-    "STATS",
-    "SUMMARY",
+    "PRELUDE",
     "SYNC",
+    "WINDOW_POINTS",
+    "WINDOW_STEP",
 ]
 
 CURVE_POINTS = 512  # the mistake curve keeps at most this many points
 WINDOW_STEP, WINDOW_POINTS = 10, 101  # the sliding window: the last 1,000 trials
 
-_PRELUDE = f"""
+PRELUDE = f"""
 local meta = KEYS[1]
 local WINDOW_STEP, WINDOW_POINTS = {WINDOW_STEP}, {WINDOW_POINTS}
 local base = string.sub(meta, 1, -6)
+local tbase = base .. ':trial:' .. ARGV[1] .. ':'
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -68,6 +77,7 @@ local function fold(payload)
   local f = cjson.decode(payload)
   local folded, version = num(meta, 'folded'), num(meta, 'version')
   local mistakes, updates = num(meta, 'mistakes'), 0
+  local quarantined, refused = 0, 0
   local step = math.max(1, num(meta, 'curve_step'))
   local seq = f.a - 1
   for _, e in ipairs(f.e) do
@@ -75,11 +85,21 @@ local function fold(payload)
     if seq > version then break end
     if seq == folded + 1 then
       local y, p, u, id = e[1], e[2], e[3], e[4]
-      if p ~= y then mistakes = mistakes + 1 end
-      if u == 1 then updates = updates + 1 end
-      redis.call('HINCRBY', meta, 'c:' .. y .. ':' .. p, 1)
-      if id ~= '' then
-        local key = base .. ':trial:' .. id
+      if u == 2 then
+        quarantined = quarantined + 1
+      else
+        if p ~= y then mistakes = mistakes + 1 end
+        if u == 1 then updates = updates + 1 end
+        if u == 3 then refused = refused + 1 end
+        redis.call('HINCRBY', meta, 'c:' .. y .. ':' .. p, 1)
+      end
+      if string.sub(id, 1, 1) == '!' then  -- a keyed learn: its record keeps the outcome
+        local rec = base .. ':idem:' .. string.sub(id, 2)
+        if redis.call('EXISTS', rec) == 1 then
+          redis.call('HSET', rec, 'o' .. seq, p .. ':' .. u)
+        end
+      elseif id ~= '' then
+        local key = tbase .. id
         if redis.call('HGET', key, 'q') == tostring(seq) then
           redis.call('HSET', key, 'u', u)
         end
@@ -100,6 +120,8 @@ local function fold(payload)
   end
   redis.call('HSET', meta, 'folded', folded, 'mistakes', mistakes, 'curve_step', step)
   if updates > 0 then redis.call('HINCRBY', meta, 'updates', updates) end
+  if quarantined > 0 then redis.call('HINCRBY', meta, 'quarantined', quarantined) end
+  if refused > 0 then redis.call('HINCRBY', meta, 'refused', refused) end
 end
 
 -- whether the log still holds every entry after known
@@ -126,22 +148,32 @@ local function sweep(now)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
 end
 
-if redis.call('HGET', meta, 'incarnation') ~= ARGV[1] then return {{'gone'}} end
-"""
+-- a class index of this model
+local function class_ok(y, k)
+  local c = tonumber(y)
+  return c ~= nil and c >= 0 and c < k and c == math.floor(c)
+end
 
-CREATE = """
--- ARGV: 1 incarnation, 2 config (JSON)
--- Reply: {'ok'} or {'exists'}
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'incarnation', ARGV[1], 'config', ARGV[2], 'created', t[1],
-           'version', 0, 'folded', 0, 'mistakes', 0, 'curve_step', 1)
-return {'ok'}
+-- a binary instance (storage.codec) of this model: a known tag, whole entries, and its
+-- largest coordinate (the last: coordinates are sorted) below n
+local function instance_ok(x, n)
+  local tag, len = string.sub(x, 1, 1), #x - 1
+  local per = (tag == 'A' and 12) or (tag == 'E' and 16) or nil
+  if per == nil or len % per ~= 0 then return false end
+  local count = len / per
+  if count == 0 then return true end
+  local last = struct.unpack('<i4', x, 2 + 4 * (count - 1))
+  return last >= 0 and last < n
+end
+
+if redis.call('HGET', meta, 'incarnation') ~= ARGV[1] then return {{'gone'}} end
+-- the model's labels and input size (a model created before they were kept: unbounded)
+local K = tonumber(redis.call('HGET', meta, 'k') or '') or 2^53
+local N = tonumber(redis.call('HGET', meta, 'n') or '') or 2^31
 """
 
 SYNC = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit
 -- Reply: {'ok', version, folded, entries} | {'reload'} | {'gone'}
@@ -153,13 +185,14 @@ return {'ok', version, num(meta, 'folded'), catchup(known, version, tonumber(ARG
 )
 
 PREDICT = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 incarnation, 2 known version (the one that predicted), 3 strict ('1': store only
--- if known is current), 4 label time-to-live in ms, 5 fold, 6 limit, then per item from 7:
--- trial id, instance, predicted class, scores
+-- if known is current), 4 label time-to-live in ms, 5 fold, 6 limit, 7 most pending trials,
+-- then per item from 8: trial id, instance, predicted class, scores
 -- Reply: {'ok', version, folded, entries, results} with per item {'ok'} (stored),
--- {'existing', p, scores, v} (same instance already pending under that id) or {'conflict'};
+-- {'existing', p, scores, v} (same instance already pending under that id), {'conflict'},
+-- {'full'} (the model holds the most pending trials) or {'invalid'} (not this model's);
 -- {'stale', version, folded, entries} when strict and known is not current
 fold(ARGV[5])
 local version, known = num(meta, 'version'), tonumber(ARGV[2])
@@ -174,9 +207,10 @@ local ttl = tonumber(ARGV[4])
 -- a trial outlives its deadline by the grace: late labels are told it expired, and a
 -- labelled trial answers retried labels
 local grace = math.max(ttl, 60000)
+local room = tonumber(ARGV[7]) - redis.call('ZCARD', KEYS[4])
 local results, created = {}, 0
-for i = 7, #ARGV, 4 do
-  local key = KEYS[9 + (i - 7) / 4]
+for i = 8, #ARGV, 4 do
+  local key = KEYS[9 + (i - 8) / 4]
   local id, x = ARGV[i], ARGV[i + 1]
   local old = redis.call('HMGET', key, 'x', 'p', 's', 'v', 'y')
   if old[2] then
@@ -185,6 +219,10 @@ for i = 7, #ARGV, 4 do
     else
       results[#results + 1] = {'conflict'}
     end
+  elseif not instance_ok(x, N) or not class_ok(ARGV[i + 2], K) then
+    results[#results + 1] = {'invalid'}
+  elseif room <= 0 then
+    results[#results + 1] = {'full'}
   else
     local deadline = now + ttl
     redis.call('HSET', key, 'x', x, 'p', ARGV[i + 2], 's', ARGV[i + 3], 'v', known,
@@ -193,6 +231,7 @@ for i = 7, #ARGV, 4 do
     redis.call('ZADD', KEYS[4], deadline, id)
     redis.call('ZADD', KEYS[5], deadline + grace, id)
     created = created + 1
+    room = room - 1
     results[#results + 1] = {'ok'}
   end
 end
@@ -202,13 +241,14 @@ return {'ok', version, num(meta, 'folded'), entries, results}
 )
 
 LABEL = (
-    _PRELUDE
+    PRELUDE
     + """
 -- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit, then per item from 5:
 -- trial id, true class
 -- Reply: {'ok', version, folded, entries, results} with per item {'ok', p, seq} (applied
 -- as log entry seq), {'repeat', p, seq, u} (this label was applied before; u may be ''
--- while not yet folded), {'conflict', y} (labelled otherwise), {'expired'}, {'unknown'}
+-- while not yet folded), {'conflict', y} (labelled otherwise), {'expired'}, {'unknown'},
+-- {'invalid'} (not a class of this model)
 fold(ARGV[3])
 local version, known = num(meta, 'version'), tonumber(ARGV[2])
 if not reachable(known, version) then return {'reload'} end
@@ -219,7 +259,9 @@ for i = 5, #ARGV, 2 do
   local key = KEYS[9 + (i - 5) / 2]
   local id, y = ARGV[i], ARGV[i + 1]
   local r = redis.call('HMGET', key, 'x', 'p', 'd', 'y', 'q', 'u')
-  if not r[2] then
+  if not class_ok(y, K) then
+    results[#results + 1] = {'invalid'}
+  elseif not r[2] then
     results[#results + 1] = {'unknown'}
   elseif r[4] then
     if r[4] == y then
@@ -251,94 +293,71 @@ return {'ok', version, num(meta, 'folded'), catchup(known, version, tonumber(ARG
 )
 
 LEARN = (
-    _PRELUDE
+    PRELUDE
     + """
--- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit, then per item from 5:
--- instance, true class
--- Reply: {'ok', version, folded, entries, first seq of these items}, the entries being
--- those before the first of these items (the caller has its own)
+-- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit, 5 idempotency record lifetime
+-- (ms), then groups from 6: idempotency key ('' for none), body hash, item count n, then
+-- n items: instance, true class. KEYS[9..]: the record of each keyed group, in order.
+-- Reply: {'ok', version, folded, entries, results}, the entries being those before the
+-- first appended item (the caller has its own), per group {'ok', first seq} (appended),
+-- {'repeat', first seq, n, incarnation, answer or ''} (the key was used for this body
+-- before) or {'mismatch'} (the key was used for another body); {'invalid', group, item}
+-- (an item is not this model's: nothing written)
 fold(ARGV[3])
 local version, known = num(meta, 'version'), tonumber(ARGV[2])
 if not reachable(known, version) then return {'reload'} end
-local first = version + 1
-for i = 5, #ARGV, 2 do
-  version = version + 1
-  redis.call('XADD', KEYS[2], version .. '-0', 'k', 'n', 'x', ARGV[i], 'y', ARGV[i + 1])
+local groups, i, g, keyed = {}, 6, 0, 0
+while i <= #ARGV do
+  g = g + 1
+  local key, n, rec = ARGV[i], tonumber(ARGV[i + 2]), nil
+  if key ~= '' then
+    keyed = keyed + 1
+    rec = KEYS[8 + keyed]
+  end
+  groups[g] = {key = key, hash = ARGV[i + 1], n = n, at = i + 3, rec = rec}
+  for j = 0, n - 1 do
+    local x, y = ARGV[i + 3 + 2 * j], ARGV[i + 4 + 2 * j]
+    if not instance_ok(x, N) or not class_ok(y, K) then return {'invalid', g, j + 1} end
+  end
+  i = i + 3 + 2 * n
 end
-redis.call('HSET', meta, 'version', version)
-redis.call('HINCRBY', meta, 'learned', version - first + 1)
-return {'ok', version, num(meta, 'folded'), catchup(known, first - 1, tonumber(ARGV[4])), first}
+local first, results, ttl = version + 1, {}, tonumber(ARGV[5])
+for gi, grp in ipairs(groups) do
+  local old = nil
+  if grp.rec then
+    old = redis.call('HMGET', grp.rec, 'op', 'h', 'a', 'n', 'inc', 'r')
+  end
+  if old and old[1] then
+    if old[1] == 'learn' and old[2] == grp.hash then
+      results[gi] = {'repeat', old[3], old[4], old[5], old[6] or ''}
+    else
+      results[gi] = {'mismatch'}
+    end
+  else
+    local a = version + 1
+    for j = 0, grp.n - 1 do
+      version = version + 1
+      if grp.rec then
+        redis.call('XADD', KEYS[2], version .. '-0', 'k', 'n', 'x', ARGV[grp.at + 2 * j],
+                   'y', ARGV[grp.at + 1 + 2 * j], 'i', grp.key)
+      else
+        redis.call('XADD', KEYS[2], version .. '-0', 'k', 'n', 'x', ARGV[grp.at + 2 * j],
+                   'y', ARGV[grp.at + 1 + 2 * j])
+      end
+    end
+    if grp.rec then
+      redis.call('HSET', grp.rec, 'op', 'learn', 'h', grp.hash, 'a', a, 'n', grp.n,
+                 'inc', ARGV[1])
+      redis.call('PEXPIRE', grp.rec, ttl)
+    end
+    results[gi] = {'ok', a}
+  end
+end
+if version >= first then
+  redis.call('HSET', meta, 'version', version)
+  redis.call('HINCRBY', meta, 'learned', version - first + 1)
+end
+return {'ok', version, num(meta, 'folded'), catchup(known, first - 1, tonumber(ARGV[4])),
+        results}
 """
 )
-
-SNAPSHOT = (
-    _PRELUDE
-    + """
--- ARGV: 1 incarnation, 2 version of the state, 3 state, 4 fold, 5 log entries to keep
--- Reply: {'ok', snapshot version} | {'unfolded'} (fold up to the version first)
--- Keeps the newer snapshot and trims the log to what follows it, but never below the
--- last ARGV[5] entries.
-fold(ARGV[4])
-local v = tonumber(ARGV[2])
-if num(meta, 'folded') < v then return {'unfolded'} end
-local cur = tonumber(redis.call('HGET', KEYS[3], 'version') or '-1')
-if v > cur then
-  redis.call('HSET', KEYS[3], 'version', v, 'state', ARGV[3])
-  cur = v
-end
-local keep = math.min(cur + 1, num(meta, 'version') - tonumber(ARGV[5]) + 1)
-if keep > 1 then redis.call('XTRIM', KEYS[2], 'MINID', keep .. '-0') end
-return {'ok', cur}
-"""
-)
-
-IMPORT = (
-    _PRELUDE
-    + """
--- ARGV: 1 incarnation, 2 known version, 3 state, 4 fold, 5 limit
--- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry)
--- Replaces the learner state: appends a reset entry (k = r) at seq and keeps the state as
--- the snapshot at seq; workers that replay the reset entry reload from the snapshot.
-fold(ARGV[4])
-local version, known = num(meta, 'version'), tonumber(ARGV[2])
-if not reachable(known, version) then return {'reload'} end
-if version ~= known or num(meta, 'folded') < known then
-  return {'stale', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[5]))}
-end
-version = version + 1
-redis.call('XADD', KEYS[2], version .. '-0', 'k', 'r')
-redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3])
-redis.call('HSET', meta, 'version', version, 'folded', version)
-redis.call('HINCRBY', meta, 'imports', 1)
-return {'ok', version}
-"""
-)
-
-SUMMARY = (
-    _PRELUDE
-    + """
--- ARGV: 1 incarnation, 2 version the summary describes, 3 summary (JSON)
--- Reply: {'ok'}; keeps the newer of the stored and the given summary
-local cur = tonumber(redis.call('HGET', KEYS[8], 'version') or '-1')
-if tonumber(ARGV[2]) > cur then
-  redis.call('HSET', KEYS[8], 'version', ARGV[2], 'doc', ARGV[3])
-end
-return {'ok'}
-"""
-)
-
-STATS = """
--- ARGV: 1 now (ms)
--- Reply: {'ok', meta (flat field/value list), pending, overdue, curve, window,
---         summary version or '', summary or ''} | {'gone'}
--- Reads what a dashboard shows in one step; the model's incarnation is not checked.
-local meta = redis.call('HGETALL', KEYS[1])
-if #meta == 0 then return {'gone'} end
-local now = ARGV[1]
-local summary = redis.call('HMGET', KEYS[8], 'version', 'doc')
-return {'ok', meta,
-        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'),
-        redis.call('ZCOUNT', KEYS[4], '-inf', now),
-        redis.call('LRANGE', KEYS[6], 0, -1), redis.call('LRANGE', KEYS[7], 0, -1),
-        summary[1] or '', summary[2] or ''}
-"""

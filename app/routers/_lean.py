@@ -8,8 +8,6 @@ machinery. Their OpenAPI description is the same as a declared body's would be:
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import Any, TypeVar
 
 import orjson
@@ -18,11 +16,12 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from app.errors import BadInput
-from storage.keys import NAME_PATTERN
+from app.service import request_digest
+from storage.keys import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN, valid_idempotency_key, valid_name
+from storage.repository import Idempotency
 
 M = TypeVar("M", bound=BaseModel)
 _REF = "#/components/schemas/{model}"
-_NAME = re.compile(NAME_PATTERN)
 _MODELS: list[type[BaseModel]] = []
 
 
@@ -50,6 +49,15 @@ def add_components(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _plain(value: Any) -> bool:
+    """Whether orjson can write ``value`` (the answers are orjson's)."""
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return False
+    return True
+
+
 def parse(raw: bytes, model: type[M]) -> M:
     """The body as ``model``; a 422 like FastAPI's own when it is not."""
     try:
@@ -58,17 +66,27 @@ def parse(raw: bytes, model: type[M]) -> M:
         errors = e.errors(include_url=False, include_context=False)
         for err in errors:
             err["loc"] = ("body", *err["loc"])
+            if isinstance(err.get("input"), bytes):  # a body that is not UTF-8, say
+                err["input"] = err["input"][:64].decode("utf-8", "replace")
+            elif not _plain(err.get("input")):  # an integer beyond 64 bits, say
+                err["input"] = None
         raise RequestValidationError(errors) from None
 
 
-@functools.lru_cache(maxsize=4096)
-def _valid(name: str) -> bool:
-    return _NAME.match(name) is not None
-
-
 def check_name(name: str) -> None:
-    if not _valid(name):
-        raise BadInput("name", f"model name {name!r}: expected {NAME_PATTERN}")
+    if not valid_name(name):
+        raise BadInput("name", f"model name {name[:80]!r}: expected {NAME_PATTERN}", "path")
+
+
+def idempotency(key: str | None, op: str, name: str, raw: bytes) -> Idempotency | None:
+    """The ``Idempotency-Key`` header of a write and a hash of what it asks for."""
+    if key is None:
+        return None
+    if not valid_idempotency_key(key):
+        raise BadInput(
+            "Idempotency-Key", f"{key[:80]!r}: expected {IDEMPOTENCY_KEY_PATTERN}", "header"
+        )
+    return Idempotency(key, request_digest(op, name, raw))
 
 
 def answer(doc: dict[str, Any]) -> Response:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
-from app.deps import NameDep, ServiceDep
+from app.deps import IdempotencyKeyDep, NameDep, ServiceDep
+from app.routers._lean import idempotency
 from app.schemas import (
     Counters,
     LearnerKind,
@@ -30,6 +31,7 @@ def public(m: StoredModel) -> ModelPublic:
         input=c["input"],
         learner=c["learner"],
         label_ttl=c["label_ttl"],
+        max_active=c.get("max_active"),
         created=m.created,
         version=m.version,
         folded=m.folded,
@@ -38,11 +40,16 @@ def public(m: StoredModel) -> ModelPublic:
 
 
 @router.post("/models", status_code=status.HTTP_201_CREATED)
-async def create_model(body: ModelCreate, service: ServiceDep) -> ModelPublic:
-    """Create a model; 409 if the name is taken, 422 naming a bad input or learner field."""
+async def create_model(
+    body: ModelCreate, request: Request, service: ServiceDep, key: IdempotencyKeyDep = None
+) -> ModelPublic:
+    """Create a model; 409 if the name is taken, 422 naming a bad input or learner field,
+    429 when the service holds the most models it may. With an ``Idempotency-Key``, a
+    retry gets the first answer."""
     config = body.model_dump(exclude={"name"}, exclude_none=False)
     config["input"] = {k: v for k, v in config["input"].items() if v is not None}
-    return public(await service.create_model(body.name, config))
+    idem = idempotency(key, "create", body.name, await request.body())
+    return public(await service.create_model(body.name, config, idem))
 
 
 @router.get("/models")
@@ -57,8 +64,12 @@ async def get_model(name: NameDep, service: ServiceDep) -> ModelPublic:
 
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_model(name: NameDep, service: ServiceDep) -> Response:
-    await service.delete_model(name)
+async def delete_model(
+    name: NameDep, service: ServiceDep, key: IdempotencyKeyDep = None
+) -> Response:
+    """Delete a model and everything it holds, at once. With an ``Idempotency-Key``, a
+    retry of a delete that was done answers 204 again."""
+    await service.delete_model(name, idempotency(key, "delete", name, b""))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -70,9 +81,16 @@ async def get_state(name: NameDep, service: ServiceDep) -> StatePublic:
 
 
 @router.put("/models/{name}/state")
-async def put_state(name: NameDep, body: StateUpdate, service: ServiceDep) -> StatePublic:
+async def put_state(
+    name: NameDep,
+    body: StateUpdate,
+    request: Request,
+    service: ServiceDep,
+    key: IdempotencyKeyDep = None,
+) -> StatePublic:
     """Replace the learner state with one exported from a model of the same spec."""
-    version = await service.import_state(name, body.state)
+    idem = idempotency(key, "import", name, await request.body())
+    version = await service.import_state(name, body.state, idem)
     return StatePublic(model_version=version, state=body.state)
 
 

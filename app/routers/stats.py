@@ -47,6 +47,8 @@ def public(s: Statistics) -> dict[str, Any]:
         pending=s.pending,
         expired=c["expired"] + s.overdue,
         late_labels=c["late_labels"],
+        quarantined=c["quarantined"],
+        refused=c["refused"],
         mistakes=c["mistakes"],
         updates=c["updates"],
         error_rate=_rate(c["mistakes"], m.folded),

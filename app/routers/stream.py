@@ -7,9 +7,14 @@ Each text message is one JSON request, ``{"op": "predict" | "label" | "learn", "
 the stream with code 4404.
 
 Requests queued together are applied together: consecutive ones of the same op become
-one batch call (one Redis round trip), in order. At most ``QUEUE`` requests are read
-ahead of the answers; beyond that the server stops reading and TCP flow control holds the
-producer back.
+one batch call (one Redis round trip), in order. At most ``ws_max_queued`` requests are
+read ahead of the answers; beyond that the server stops reading and TCP flow control
+holds the producer back. A learn may carry an ``idempotency_key``: sent again with the
+same key and request, it gets the first answer and is not learned twice.
+
+Limits (settings): a message over ``ws_max_message_bytes`` closes the stream with 1009,
+more than ``ws_max_connections`` streams per worker are closed at once with 1013, and a
+stream silent for ``ws_idle_timeout`` seconds is closed with 1001.
 """
 
 from __future__ import annotations
@@ -17,47 +22,48 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from app.errors import BadInput
+from app.routers._lean import idempotency
 from app.service import ModelService
 from app.status import error_status, item_error
 from storage.errors import ModelNotFound
-from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN
+from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN, valid_name, valid_trial_id
+from storage.repository import Idempotency
 
 router = APIRouter(tags=["stream"])
 log = logging.getLogger("committee.stream")
 
-QUEUE = 1024  # requests read ahead of their answers
 BATCH = 512  # requests applied in one call at most
-_TRIAL_ID = re.compile(TRIAL_ID_PATTERN)
 _FIELDS = {
     "predict": ({"instance"}, {"trial_id", "track"}),
     "label": ({"trial_id", "label"}, set()),
-    "learn": ({"instance", "label"}, set()),
+    "learn": ({"instance", "label"}, {"idempotency_key"}),
 }
 _END = object()
+_INT64 = 2**63
 
 
 class Request:
-    __slots__ = ("args", "error", "id", "key", "op")
+    __slots__ = ("args", "error", "id", "idem", "key", "op")
 
-    def __init__(self, raw: str | bytes) -> None:
+    def __init__(self, raw: str | bytes, name: str = "", most_label: int = 256) -> None:
         self.id: Any = None
         self.op = ""
         self.key: tuple[str, Any] = ("", None)
         self.args: tuple[Any, Any] = (None, None)
+        self.idem: Idempotency | None = None
         self.error: BadInput | None = None
         try:
-            self._parse(raw)
+            self._parse(raw, name, most_label)
         except BadInput as e:
             self.error = e
 
-    def _parse(self, raw: str | bytes) -> None:
+    def _parse(self, raw: str | bytes, name: str, most_label: int) -> None:
         try:
             msg = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
@@ -65,9 +71,9 @@ class Request:
         if not isinstance(msg, dict):
             raise BadInput("message", "expected a JSON object")
         self.id = msg.get("id")
-        if isinstance(self.id, dict | list):
+        if not _plain_id(self.id):
             self.id = None
-            raise BadInput("id", "expected a string, a number or null")
+            raise BadInput("id", "expected a string of at most 256 characters, a number or null")
         op = msg.get("op")
         if op not in _FIELDS:
             raise BadInput("op", f"{op!r}: expected 'predict', 'label' or 'learn'")
@@ -79,11 +85,26 @@ class Request:
         if "instance" in msg and not isinstance(msg["instance"], dict):
             raise BadInput("instance", "expected an object with features and/or experts")
         label = msg.get("label")
-        if "label" in need and (isinstance(label, bool) or not isinstance(label, str | int)):
-            raise BadInput("label", f"{label!r}: expected a string or an integer")
+        if "label" in need and not _plain_label(label, most_label):
+            raise BadInput(
+                "label",
+                f"expected a string of at most {most_label} characters or a 64-bit integer",
+            )
         trial_id = msg.get("trial_id")
-        if trial_id is not None and not (isinstance(trial_id, str) and _TRIAL_ID.match(trial_id)):
-            raise BadInput("trial_id", f"{trial_id!r}: expected {TRIAL_ID_PATTERN}")
+        if trial_id is not None and not valid_trial_id(trial_id):
+            raise BadInput("trial_id", f"{str(trial_id)[:80]!r}: expected {TRIAL_ID_PATTERN}")
+        key = msg.get("idempotency_key")
+        if key is not None:
+            if not isinstance(key, str):
+                raise BadInput("idempotency_key", "expected a string")
+            # the request without its id: a retry may number its messages anew
+            what = orjson.dumps(
+                [msg["instance"], label], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+            )
+            try:
+                self.idem = idempotency(key, "learn", name, what)
+            except BadInput as e:
+                raise BadInput("idempotency_key", e.message) from None
         track = msg.get("track", True)
         if not isinstance(track, bool):
             raise BadInput("track", "expected true or false")
@@ -95,6 +116,20 @@ class Request:
             self.args = (trial_id, label)
         else:
             self.args = (msg["instance"], label)
+
+
+def _plain_id(v: Any) -> bool:
+    if isinstance(v, str):
+        return len(v) <= 256
+    return (
+        v is None or isinstance(v, bool | float) or (isinstance(v, int) and -_INT64 <= v < _INT64)
+    )
+
+
+def _plain_label(v: Any, most: int) -> bool:
+    if isinstance(v, str):
+        return len(v) <= most
+    return isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64
 
 
 def _error(request_id: Any, e: Exception) -> bytes:
@@ -117,7 +152,7 @@ async def _apply(
         elif op == "label":
             results = await service.label(name, args)
         else:
-            results = await service.learn(name, args)
+            results = await _learn(service, name, group)
     except Exception as e:  # answered per request; the stream goes on
         if error_status(e)[0] == 500:
             log.exception("stream of model %s: %s", name, e)
@@ -129,16 +164,46 @@ async def _apply(
     return frames, False
 
 
-async def _read(ws: WebSocket, queue: asyncio.Queue[Any]) -> None:
+async def _learn(service: ModelService, name: str, group: list[Request]) -> list[Any]:
+    """Learn requests in one call: each keyed one its own group, unkeyed runs together."""
+    requests: list[tuple[Idempotency | None, list[tuple[Any, Any]]]] = []
+    for r in group:
+        if r.idem is None and requests and requests[-1][0] is None:
+            requests[-1][1].append(r.args)
+        else:
+            requests.append((r.idem, [r.args]))
+    return [res for out in await service.learn_groups(name, requests) for res in out]
+
+
+class Closing(Exception):
+    """The server closes the stream: ``code`` and ``reason`` say why."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+async def _read(ws: WebSocket, queue: asyncio.Queue[Any], name: str, service: ModelService) -> None:
+    s = service.settings
     try:
         while True:
-            message = await ws.receive()
+            try:
+                message = await asyncio.wait_for(ws.receive(), s.ws_idle_timeout)
+            except TimeoutError:
+                raise Closing(1001, f"idle for {s.ws_idle_timeout:g} s (ws_idle_timeout)") from None
             if message["type"] == "websocket.disconnect":
                 break
             raw = message.get("text")
             if raw is None:
                 raw = message.get("bytes") or b""
-            await queue.put(Request(raw))
+            if len(raw) > s.ws_max_message_bytes:
+                raise Closing(
+                    1009, f"a message over {s.ws_max_message_bytes} bytes (ws_max_message_bytes)"
+                )
+            await queue.put(Request(raw, name, s.max_label_length))
+    except Closing as e:
+        await queue.put(e)
     finally:
         await queue.put(_END)
 
@@ -146,25 +211,41 @@ async def _read(ws: WebSocket, queue: asyncio.Queue[Any]) -> None:
 @router.websocket("/v1/models/{name}/stream")
 async def stream(ws: WebSocket, name: str) -> None:
     service: ModelService = ws.app.state.service
-    await ws.accept()
-    if not re.match(NAME_PATTERN, name):
-        await ws.close(code=4404, reason=f"model name {name!r} is not valid")
+    s = service.settings
+    if service.streams >= s.ws_max_connections:
+        most = s.ws_max_connections
+        await ws.accept()
+        await ws.close(code=1013, reason=f"{most} streams are open here (ws_max_connections)")
+        return
+    service.streams += 1  # before the handshake ends, so the count never lags a client
+    try:
+        await ws.accept()
+        await _serve(ws, name, service)
+    finally:
+        service.streams -= 1
+
+
+async def _serve(ws: WebSocket, name: str, service: ModelService) -> None:
+    if not valid_name(name):
+        await ws.close(code=4404, reason=f"not a model name: expected {NAME_PATTERN}")
         return
     try:
         await service.live(name)
     except ModelNotFound as e:
         await ws.close(code=4404, reason=str(e))
         return
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=QUEUE)
-    reader = asyncio.create_task(_read(ws, queue))
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=service.settings.ws_max_queued)
+    reader = asyncio.create_task(_read(ws, queue, name, service))
+    closing: Closing | None = None
     try:
         done = False
         while not done:
             batch = [await queue.get()]
             while len(batch) < BATCH and not queue.empty():
                 batch.append(queue.get_nowait())
-            if batch[-1] is _END:
-                batch.pop()
+            while batch and (batch[-1] is _END or isinstance(batch[-1], Closing)):
+                last = batch.pop()
+                closing = last if isinstance(last, Closing) else closing
                 done = True
             out: list[bytes] = []
             gone = False
@@ -188,6 +269,8 @@ async def stream(ws: WebSocket, name: str) -> None:
             if gone:
                 await ws.close(code=4404, reason=f"model {name!r} does not exist")
                 return
+        if closing is not None:
+            await ws.close(code=closing.code, reason=closing.reason)
     except WebSocketDisconnect:
         pass
     finally:

@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, Request, Response
 
+from app.deps import IdempotencyKeyDep, NameDep
 from app.errors import BadInput
-from app.routers._lean import answer, body, check_name, parse
+from app.routers._lean import answer, body, check_name, idempotency, parse
 from app.schemas import (
     BatchPublic,
     Instance,
@@ -33,7 +34,8 @@ from app.service import ModelService
 from app.status import item_error
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
-Handler = Callable[[ModelService, str, bytes], Awaitable[dict[str, Any]]]
+# (service, model name, raw body, Idempotency-Key header or None) -> the answer
+Handler = Callable[[ModelService, str, bytes, str | None], Awaitable[dict[str, Any]]]
 Results = list[dict[str, Any] | Exception]
 
 
@@ -71,25 +73,34 @@ def _instance(x: Instance) -> dict[str, Any]:
     return out
 
 
-async def predict_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+async def predict_one(
+    service: ModelService, name: str, raw: bytes, key: str | None = None
+) -> dict[str, Any]:
     check_name(name)
     b = parse(raw, PredictCreate)
     return _one(await service.predict(name, [(_instance(b.instance), b.trial_id)], track=b.track))
 
 
-async def label_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+async def label_one(
+    service: ModelService, name: str, raw: bytes, key: str | None = None
+) -> dict[str, Any]:
     check_name(name)
     b = parse(raw, LabelCreate)
     return _one(await service.label(name, [(b.trial_id, b.label)]))
 
 
-async def learn_one(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+async def learn_one(
+    service: ModelService, name: str, raw: bytes, key: str | None = None
+) -> dict[str, Any]:
     check_name(name)
+    idem = idempotency(key, "learn", name, raw)
     b = parse(raw, LearnCreate)
-    return _one(await service.learn(name, [(_instance(b.instance), b.label)]))
+    return _one(await service.learn(name, [(_instance(b.instance), b.label)], idem))
 
 
-async def predict_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+async def predict_many(
+    service: ModelService, name: str, raw: bytes, key: str | None = None
+) -> dict[str, Any]:
     check_name(name)
     b = parse(raw, PredictBatchCreate)
     _limit(service, len(b.items))
@@ -100,7 +111,9 @@ async def predict_many(service: ModelService, name: str, raw: bytes) -> dict[str
     return _many(await service.predict(name, items, track=tracks.pop()))
 
 
-async def label_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+async def label_many(
+    service: ModelService, name: str, raw: bytes, key: str | None = None
+) -> dict[str, Any]:
     check_name(name)
     b = parse(raw, LabelBatchCreate)
     _limit(service, len(b.items))
@@ -143,14 +156,17 @@ def _plain_learn_items(raw: bytes) -> list[tuple[dict[str, Any], Any]] | None:
     return out
 
 
-async def learn_many(service: ModelService, name: str, raw: bytes) -> dict[str, Any]:
+async def learn_many(
+    service: ModelService, name: str, raw: bytes, key: str | None = None
+) -> dict[str, Any]:
     check_name(name)
+    idem = idempotency(key, "learn/batch", name, raw)
     items = _plain_learn_items(raw)
     if items is None:
         b = parse(raw, LearnBatchCreate)
         items = [(_instance(i.instance), i.label) for i in b.items]
     _limit(service, len(items))
-    return _many(await service.learn(name, items))
+    return _many(await service.learn(name, items, idem))
 
 
 # every trial call by its path after /v1/models/{name}/
@@ -167,17 +183,18 @@ HANDLERS: dict[str, Handler] = {
 async def _serve(request: Request, call: str) -> Response:
     service = request.app.state.service
     name = request.path_params["name"]
-    return answer(await HANDLERS[call](service, name, await request.body()))
+    key = request.headers.get("idempotency-key")
+    return answer(await HANDLERS[call](service, name, await request.body(), key))
 
 
 @router.post("/predict", response_model=PredictPublic, openapi_extra=body(PredictCreate))
-async def predict(name: str, request: Request) -> Response:
+async def predict(name: NameDep, request: Request) -> Response:
     """Predict a label; unless ``track`` is false, keep the trial until its label comes."""
     return await _serve(request, "predict")
 
 
 @router.post("/label", response_model=LabelPublic, openapi_extra=body(LabelCreate))
-async def label(name: str, request: Request) -> Response:
+async def label(name: NameDep, request: Request) -> Response:
     """Give a predicted trial its true label: applied exactly once.
 
     ``mistake`` compares the label with the prediction that was served. The same label
@@ -188,7 +205,7 @@ async def label(name: str, request: Request) -> Response:
 
 
 @router.post("/learn", response_model=LearnPublic, openapi_extra=body(LearnCreate))
-async def learn(name: str, request: Request) -> Response:
+async def learn(name: NameDep, request: Request, key: IdempotencyKeyDep = None) -> Response:
     """One trial whose label is already known: predict, judge and learn at once."""
     return await _serve(request, "learn")
 
@@ -198,7 +215,7 @@ async def learn(name: str, request: Request) -> Response:
     response_model=BatchPublic[PredictPublic],
     openapi_extra=body(PredictBatchCreate),
 )
-async def predict_batch(name: str, request: Request) -> Response:
+async def predict_batch(name: NameDep, request: Request) -> Response:
     """Several predictions by the same hypothesis; one result or error per item, in order."""
     return await _serve(request, "predict/batch")
 
@@ -206,7 +223,7 @@ async def predict_batch(name: str, request: Request) -> Response:
 @router.post(
     "/label/batch", response_model=BatchPublic[LabelPublic], openapi_extra=body(LabelBatchCreate)
 )
-async def label_batch(name: str, request: Request) -> Response:
+async def label_batch(name: NameDep, request: Request) -> Response:
     """Several labels, applied in order as one sequence; one result or error per item."""
     return await _serve(request, "label/batch")
 
@@ -214,6 +231,6 @@ async def label_batch(name: str, request: Request) -> Response:
 @router.post(
     "/learn/batch", response_model=BatchPublic[LearnPublic], openapi_extra=body(LearnBatchCreate)
 )
-async def learn_batch(name: str, request: Request) -> Response:
+async def learn_batch(name: NameDep, request: Request, key: IdempotencyKeyDep = None) -> Response:
     """Several trials with known labels, learned in order as one sequence."""
     return await _serve(request, "learn/batch")

@@ -153,8 +153,11 @@
       predictions: int(s.predictions),
       updates: int(s.updates),
       late_labels: int(s.late_labels),
+      quarantined: int(s.quarantined),
+      refused: int(s.refused),
     };
     for (const [name, value] of Object.entries(values)) text(card.field(name), value);
+    card.field("quarantined").closest("div").classList.toggle("alert", s.quarantined > 0);
     card.field("error_rate").dataset.value = s.error_rate ?? "";
     card.field("window_error_rate").dataset.value = s.window.error_rate ?? "";
 

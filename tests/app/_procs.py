@@ -45,7 +45,7 @@ __all__ = [
     "wait_ready",
 ]
 
-START_TIMEOUT = 60.0  # seconds for `committee serve` to answer /readyz
+START_TIMEOUT = 180.0  # seconds for `committee serve` to answer /readyz (it warms up first)
 STOP_TIMEOUT = 20.0
 
 

@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
+from models.warm import warm_kernels
 
 
 def free_port() -> int:
@@ -50,6 +51,14 @@ class ServerThread:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernels_compiled() -> None:
+    """Every kernel compiled once, into numba's disk cache, before the first test here:
+    the services these tests start (in threads or in processes of their own) then load
+    them at once instead of each compiling them while a test waits for it."""
+    warm_kernels()
 
 
 @pytest.fixture(scope="session")

@@ -157,6 +157,8 @@ def test_predict_then_label_exactly_once(client: httpx.Client, model_name: str) 
         "updates": 1,
         "expired": 0,
         "late_labels": 0,
+        "quarantined": 0,
+        "refused": 0,
     }
 
 

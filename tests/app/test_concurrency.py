@@ -212,6 +212,8 @@ def test_concurrent_clients_agree_with_a_replay_of_the_log(
         "updates": rep.updates,
         "expired": 0,
         "late_labels": 0,
+        "quarantined": 0,
+        "refused": 0,
     }
     assert kinds["label"] + kinds["learn"] == model["version"]
     assert kinds["label"] == len({t for t, _, _ in load.labelled})

@@ -32,6 +32,8 @@ COUNTERS = (
     "predictions",
     "updates",
     "late_labels",
+    "quarantined",
+    "refused",
 )
 ASSETS = {
     "static/dashboard.css": "text/css",

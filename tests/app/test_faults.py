@@ -240,6 +240,8 @@ def test_a_worker_killed_mid_load_loses_no_acknowledged_trial(
         "updates": rep.updates,
         "expired": 0,
         "late_labels": 0,
+        "quarantined": 0,
+        "refused": 0,
     }
     assert kinds["label"] + kinds["learn"] == model["version"]
 

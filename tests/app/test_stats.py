@@ -114,7 +114,7 @@ def test_stats_fold_what_a_dead_worker_left(
     from app.live import LiveModel
     from storage.client import close, connect
     from storage.codec import encode_instance
-    from storage.repository import ModelStore
+    from storage.repository import LearnGroup, ModelStore
 
     create(client, model_name, {"kind": "committee"})
     items = majority_items(30, 4)
@@ -127,7 +127,15 @@ def test_stats_fold_what_a_dead_worker_left(
         stored = await store.read(model_name)
         m = LiveModel(model_name, stored.incarnation, stored.config)
         xs = [(encode_instance(m.encode(i["instance"])), int(i["label"])) for i in items[10:]]
-        await store.learn(model_name, stored.incarnation, 0, fold=b"", limit=0, items=xs)
+        await store.learn(
+            model_name,
+            stored.incarnation,
+            0,
+            fold=b"",
+            limit=0,
+            keep_ms=60_000,
+            groups=[LearnGroup(xs)],
+        )
         await close(redis)
 
     asyncio.run(dead_worker())

@@ -89,6 +89,8 @@ class LossyProxy:
                 n = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(n) if n else None
                 headers = {"content-type": self.headers.get("content-type", "")}
+                if "idempotency-key" in self.headers:
+                    headers["idempotency-key"] = self.headers["idempotency-key"]
                 r = proxy.upstream.request(self.command, self.path, content=body, headers=headers)
                 proxy.forwarded += 1
                 if proxy.drop > 0:

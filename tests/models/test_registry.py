@@ -42,7 +42,9 @@ def test_every_kind_builds_from_a_minimal_spec(kind: str) -> None:
     full = learner.spec()
     assert json.loads(json.dumps(full, allow_nan=False)) == full
     assert registry.build(full).spec() == full  # the full spec needs no context
-    assert registry.build(full, labels=["p", "q", "r"], size=99).spec() == full  # spec wins
+    with pytest.raises(InvalidParameter) as refused:  # the model owns the context
+        registry.build(full, labels=["p", "q", "r"], size=99)
+    assert refused.value.name == "labels"
     assert learner.counters() == {"trials": 0, "mistakes": 0, "updates": 0, "version": 0}
 
 

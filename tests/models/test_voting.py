@@ -392,7 +392,7 @@ def test_input_kind_follows_the_learners() -> None:
         ({"learners": [{"kind": "committee", "alpha": 0.5}]}, "learners[0].alpha"),
         ({"learners": [SE_PERCEPTRON], "h": 5}, "h"),
         ({"learners": [SE_PERCEPTRON], "beta": 1.0}, "beta"),
-        ({"learners": [SE_PERCEPTRON], "n_features": 4}, "n_experts"),
+        ({"learners": [SE_PERCEPTRON], "n_features": 4}, "n_features"),  # context: the model's
     ],
 )
 def test_bad_parameters_are_named(params: dict[str, Any], name: str) -> None:

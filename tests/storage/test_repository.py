@@ -14,7 +14,7 @@ from models.instance import Attributes, Experts
 from storage.client import close, connect
 from storage.codec import decode_entry, decode_instance, encode_instance
 from storage.errors import Conflict, CorruptData, ModelNotFound
-from storage.repository import LogGap, ModelStore
+from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Sync
 
 pytestmark = pytest.mark.anyio
 CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 4}}}
@@ -36,14 +36,36 @@ def x_bytes(i: int) -> bytes:
     return encode_instance(Attributes([i % 4], [1.0]))
 
 
+async def create(store: ModelStore, name: str = "m", **kw: Any) -> str:
+    made = await store.create(name, CONFIG, n_classes=2, size=4, most=kw.pop("most", 100), **kw)
+    return made.incarnation
+
+
+async def learn(
+    store: ModelStore,
+    name: str,
+    inc: str,
+    known: int,
+    *,
+    items: list[tuple[bytes, int]],
+    fold: bytes = b"",
+    limit: int = 10,
+    idem: Idempotency | None = None,
+) -> tuple[Sync, int]:
+    sync, res = await store.learn(
+        name, inc, known, fold=fold, limit=limit, keep_ms=60_000, groups=[LearnGroup(items, idem)]
+    )
+    return sync, res[0].first
+
+
 def fold(first: int, outcomes: list[tuple[int, int, int, str]]) -> bytes:
     return orjson.dumps({"a": first, "e": outcomes})
 
 
 async def test_create_conflict_delete(store: ModelStore) -> None:
-    inc = await store.create("m", CONFIG)
+    inc = await create(store)
     with pytest.raises(Conflict):
-        await store.create("m", CONFIG)
+        await create(store)
     assert await store.names() == ["m"]
     assert (await store.read("m")).incarnation == inc
     await store.delete("m")
@@ -55,18 +77,18 @@ async def test_create_conflict_delete(store: ModelStore) -> None:
 
 
 async def test_old_incarnation_is_gone(store: ModelStore) -> None:
-    old = await store.create("m", CONFIG)
+    old = await create(store)
     await store.delete("m")
-    await store.create("m", CONFIG)
+    await create(store)
     with pytest.raises(ModelNotFound):
-        await store.learn("m", old, 0, fold=b"", limit=10, items=[(x_bytes(0), 1)])
+        await learn(store, "m", old, 0, fold=b"", limit=10, items=[(x_bytes(0), 1)])
     assert (await store.read("m")).version == 0
 
 
 async def test_learn_appends_in_order_and_returns_catch_up(store: ModelStore) -> None:
-    inc = await store.create("m", CONFIG)
-    sync, first = await store.learn(
-        "m", inc, 0, fold=b"", limit=10, items=[(x_bytes(i), i % 2) for i in range(3)]
+    inc = await create(store)
+    sync, first = await learn(
+        store, "m", inc, 0, fold=b"", limit=10, items=[(x_bytes(i), i % 2) for i in range(3)]
     )
     assert (first, sync.version, sync.entries) == (1, 3, [])  # the caller has its own
     entries = [decode_entry(i, f, 4, 2) for i, f in await store.read_log("m", 0, 10)]
@@ -76,17 +98,17 @@ async def test_learn_appends_in_order_and_returns_catch_up(store: ModelStore) ->
         (3, "learn", 0),
     ]
     # a worker that knew only entry 1 gets the others' entries 2 and 3, not its own 4
-    sync, first = await store.learn("m", inc, 1, fold=b"", limit=10, items=[(x_bytes(9), 1)])
+    sync, first = await learn(store, "m", inc, 1, fold=b"", limit=10, items=[(x_bytes(9), 1)])
     assert first == 4 and sync.version == 4
     assert [e[0] for e in sync.entries] == [b"2-0", b"3-0"]
-    sync, _ = await store.learn("m", inc, 0, fold=b"", limit=2, items=[(x_bytes(9), 1)])
+    sync, _ = await learn(store, "m", inc, 0, fold=b"", limit=2, items=[(x_bytes(9), 1)])
     assert [e[0] for e in sync.entries] == [b"1-0", b"2-0"]  # the limit holds
     assert [e[0] for e in await store.read_log("m", 1, 10, upto=3)] == [b"2-0", b"3-0"]
 
 
 async def test_fold_counts_each_outcome_once(store: ModelStore) -> None:
-    inc = await store.create("m", CONFIG)
-    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(4)])
+    inc = await create(store)
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(4)])
     outcomes = [(0, 1, 1, ""), (0, 0, 0, ""), (0, 1, 1, ""), (0, 0, 1, "")]
     # out of order, overlapping and repeated reports: still each entry once
     await store.sync("m", inc, 4, fold(2, outcomes[1:2]), 0)  # gap: entry 1 unknown, ignored
@@ -102,9 +124,9 @@ async def test_fold_counts_each_outcome_once(store: ModelStore) -> None:
 
 
 async def test_mistake_curve_is_down_sampled(store: ModelStore) -> None:
-    inc = await store.create("m", CONFIG)
+    inc = await create(store)
     n = 1300
-    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(n)])
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(n)])
     rng = np.random.default_rng(0)
     p = (rng.random(n) < 0.3).astype(int)
     for a in range(0, n, 100):
@@ -118,19 +140,19 @@ async def test_mistake_curve_is_down_sampled(store: ModelStore) -> None:
 
 
 async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -> None:
-    inc = await store.create("m", CONFIG)
-    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(0), 0)])
+    inc = await create(store)
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(0), 0)])
     item = ("t1", x_bytes(1), 1, b"\x00" * 16)
     sync, res = await store.predict(
-        "m", inc, 0, strict=True, ttl_ms=60_000, fold=b"", limit=10, items=[item]
+        "m", inc, 0, strict=True, most_pending=100, ttl_ms=60_000, fold=b"", limit=10, items=[item]
     )
     assert res is None and sync.version == 1 and len(sync.entries) == 1  # stale: retry
     sync, res = await store.predict(
-        "m", inc, 1, strict=True, ttl_ms=60_000, fold=b"", limit=10, items=[item]
+        "m", inc, 1, strict=True, most_pending=100, ttl_ms=60_000, fold=b"", limit=10, items=[item]
     )
     assert res is not None and res[0].status == "ok"
     _, res = await store.predict(
-        "m", inc, 1, strict=True, ttl_ms=60_000, fold=b"", limit=10, items=[item]
+        "m", inc, 1, strict=True, most_pending=100, ttl_ms=60_000, fold=b"", limit=10, items=[item]
     )
     assert res is not None and (res[0].status, res[0].predicted, res[0].version) == (
         "existing",
@@ -144,13 +166,15 @@ async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -
     _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t1", 1), ("zz", 1)])
     assert [r.status for r in lab] == ["conflict", "unknown"] and lab[0].label == 0
     # the trial keeps only what a retried label needs
-    kept = await store.client.hgetall(store.keys("m").trial("t1"))
+    kept = await store.client.hgetall(store.keys("m").trial(inc, "t1"))
     assert set(kept) == {b"p", b"v", b"d", b"y", b"q"}
     await store.sync("m", inc, 2, fold(1, [(0, 0, 1, ""), (0, 1, 1, "t1")]), 0)
     _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t1", 0)])
     assert (lab[0].status, lab[0].updated) == ("repeat", 1)
     short = ("t2", x_bytes(2), 0, b"\x00" * 16)
-    await store.predict("m", inc, 2, strict=True, ttl_ms=1, fold=b"", limit=10, items=[short])
+    await store.predict(
+        "m", inc, 2, strict=True, most_pending=100, ttl_ms=1, fold=b"", limit=10, items=[short]
+    )
     await asyncio.sleep(0.01)
     _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t2", 0)])
     m = await store.read("m")
@@ -160,8 +184,8 @@ async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -
 
 
 async def test_snapshot_trims_the_log_and_old_readers_reload(store: ModelStore) -> None:
-    inc = await store.create("m", CONFIG)
-    await store.learn("m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(10)])
+    inc = await create(store)
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(10)])
     assert not await store.save_snapshot("m", inc, 6, b"{}", b"", 2)  # not folded yet
     done = fold(1, [(0, 0, 0, "")] * 6)
     assert await store.save_snapshot("m", inc, 6, b'{"s": 6}', done, 2)
@@ -176,7 +200,7 @@ async def test_snapshot_trims_the_log_and_old_readers_reload(store: ModelStore) 
 
 
 async def test_what_comes_back_is_validated(store: ModelStore) -> None:
-    inc = await store.create("m", CONFIG)
+    inc = await create(store)
     await store.client.xadd(store.keys("m").log, {"k": "n", "x": b"Zjunk", "y": "0"}, id="1-0")
     await store.client.hset(store.keys("m").meta, "version", 1)
     sync = await store.sync("m", inc, 0, b"", 10)

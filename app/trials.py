@@ -1,0 +1,358 @@
+"""Trials: predict now, label later (exactly once), or learn with a known label.
+
+Semantics a client relies on:
+
+* A prediction is made by the hypothesis at the model's current log version (a
+  prediction raced by another worker's label is made again), and is kept until the
+  model's label deadline.
+* A label is applied exactly once: the same label again returns the first answer and
+  changes nothing; a different one is a conflict. Its ``mistake`` is judged against the
+  prediction that was served; the update goes to the hypothesis current when the label
+  is applied, which may have learned from other trials since.
+* ``learn`` is a trial whose label is known: judged and applied at its place in the log;
+  with an idempotency key it is appended at most once.
+
+Everything sent with a trial (class indices, encoded instances) is derived from the
+incarnation of the model the script then checks: when the model was deleted and created
+again meanwhile, the call is encoded again from the new one, never sent stale.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
+from app.live import Applied, LiveModel
+from app.replicas import TRIAL_LIMIT, Replicas
+from models.base import UnknownLabel
+from models.instance import Attributes, Experts
+from storage.codec import encode_instance
+from storage.errors import Conflict, CorruptData, Full, ModelNotFound
+from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
+
+__all__ = ["LearnRequest", "TrialCalls"]
+
+Result = dict[str, Any] | Exception
+LearnRequest = tuple[Idempotency | None, Sequence[tuple[Any, Any]]]
+ATTEMPTS = 3  # a call is encoded and sent again this often when its model was replaced
+_EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
+
+
+class TrialCalls(Replicas):
+    """The trial calls of :class:`app.service.ModelService`."""
+
+    def _new_trial_id(self) -> str:
+        """A trial id nobody can guess: 128 random bits."""
+        return secrets.token_urlsafe(16)
+
+    def _instances(
+        self, m: LiveModel, payloads: Sequence[Any]
+    ) -> list[Attributes | Experts | BadInput]:
+        """Each payload's instance, or a 422 naming ``instance``."""
+        return [
+            BadInput("instance", str(x)) if isinstance(x, Exception) else x
+            for x in m.encode_each(payloads)
+        ]
+
+    def _class(self, m: LiveModel, label: Any, field: str) -> int:
+        most = self.settings.max_label_length
+        if isinstance(label, str) and len(label) > most:
+            raise BadInput(field, f"{len(label)} characters: expected at most {most}")
+        try:
+            return m.space.class_of(label)
+        except UnknownLabel as e:
+            raise BadInput(field, str(e)) from None
+
+    def _scores(self, m: LiveModel, s: np.ndarray) -> dict[str, float]:
+        return {str(lab): float(v) for lab, v in zip(m.labels, s.tolist(), strict=True)}
+
+    # -- predict ----------------------------------------------------------------------
+
+    async def predict(
+        self, name: str, items: Sequence[tuple[Any, str | None]], *, track: bool = True
+    ) -> list[Result]:
+        """Predict each (instance payload, trial id or None); keep tracked ones pending."""
+        m = await self.live(name)
+        most = self.settings.max_answer_scores
+        if len(items) * m.k > most:
+            raise BadInput(
+                "items",
+                f"{len(items)} items x {m.k} labels = {len(items) * m.k} scores: expected "
+                f"at most {most} (max_answer_scores)",
+            )
+        if not track:
+            if self._stale(m):
+                m = await self._fresh(name)
+            out: list[Result] = []
+            for x in self._instances(m, [payload for payload, _ in items]):
+                if isinstance(x, BadInput):
+                    out.append(x)
+                else:
+                    c, s = m.predict(x)
+                    out.append(self._predicted(m, None, c, s, m.version))
+            return out
+        ids = [trial_id or self._new_trial_id() for _, trial_id in items]
+        encoded_for = ""
+        for attempt in range(4):
+            m = await self.live(name)
+            if m.incarnation != encoded_for:  # (again) for this incarnation
+                encoded_for = m.incarnation
+                instances = self._instances(m, [payload for payload, _ in items])
+                todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
+                encoded = [encode_instance(x) for _, x in todo]
+            out = [x if isinstance(x, BadInput) else {} for x in instances]
+            if not todo:
+                return out
+            known = m.version
+            made = [m.predict(x) for _, x in todo]
+            sent = [
+                (ids[i], enc, c, s.astype("<f8").tobytes())
+                for (i, _), enc, (c, s) in zip(todo, encoded, made, strict=True)
+            ]
+            try:
+                sync, results = await self.store.predict(
+                    name,
+                    m.incarnation,
+                    known,
+                    strict=attempt < 3,
+                    ttl_ms=m.ttl_ms,
+                    fold=m.fold_payload(),
+                    limit=TRIAL_LIMIT,
+                    most_pending=self.settings.max_pending,
+                    items=sent,
+                )
+            except (ModelNotFound, LogGap):
+                self._drop(m)
+                if attempt == 3:
+                    raise
+                continue
+            m = await self._catch_up(m, sync)
+            if results is None:  # another worker applied a trial meanwhile: predict again
+                continue
+            for (i, _), (c, s), r in zip(todo, made, results, strict=True):
+                out[i] = self._stored(m, ids[i], c, s, known, r.status, r)
+            return out
+        raise AssertionError("unreachable")
+
+    def _stored(
+        self, m: LiveModel, t: str, c: int, s: np.ndarray, known: int, status: str, r: Any
+    ) -> Result:
+        if status == "ok":
+            return self._predicted(m, t, c, s, known)
+        if status == "existing":
+            stored = np.frombuffer(r.scores, "<f8")
+            if stored.size != m.k or not 0 <= r.predicted < m.k:
+                return CorruptData(f"trial {t!r}: stored prediction is malformed")
+            return self._predicted(m, t, r.predicted, stored, r.version)
+        if status == "full":
+            most = self.settings.max_pending
+            return Full("max_pending", most, f"{most} predictions wait for labels: label some")
+        if status == "invalid":
+            return CorruptData(f"trial {t!r}: refused by the log's check")
+        return TrialConflict(f"trial_id {t!r} is taken by another instance or already labelled")
+
+    def _predicted(
+        self, m: LiveModel, trial_id: str | None, c: int, s: np.ndarray, version: int
+    ) -> dict[str, Any]:
+        return {
+            "trial_id": trial_id,
+            "label": m.labels[c],
+            "scores": self._scores(m, s),
+            "model_version": version,
+        }
+
+    # -- label ------------------------------------------------------------------------
+
+    async def label(self, name: str, items: Sequence[tuple[str, Any]]) -> list[Result]:
+        """Label pending trials, in order; each is applied at most once."""
+        for attempt in range(ATTEMPTS):
+            m = await self.live(name)
+            out: list[Result] = []
+            todo: list[tuple[int, str, int]] = []
+            for i, (trial_id, label) in enumerate(items):
+                try:
+                    todo.append((i, trial_id, self._class(m, label, "label")))
+                    out.append({})
+                except BadInput as e:
+                    out.append(e)
+            if not todo:
+                return out
+            try:
+                sync, results = await self.store.label(
+                    name,
+                    m.incarnation,
+                    m.version,
+                    fold=m.fold_payload(),
+                    limit=TRIAL_LIMIT,
+                    items=[(t, y) for _, t, y in todo],
+                )
+            except (ModelNotFound, LogGap):
+                self._drop(m)
+                if attempt == ATTEMPTS - 1:
+                    raise
+                continue
+            break
+        m = await self._catch_up(m, sync)
+        applied = [r.seq for r in results if r.status == "ok"]
+        if applied:
+            self._snapshot_due(m, min(applied), max(applied))
+        for (i, t, y), r in zip(todo, results, strict=True):
+            if r.status in ("ok", "repeat"):
+                updated = await self._updated(m, t, r.seq, r.updated)
+                out[i] = {"trial_id": t, **self._judged(m, r.predicted, y, updated)}
+            elif r.status == "conflict":
+                out[i] = TrialConflict(
+                    f"trial {t!r} is already labelled {m.labels[r.label]!r}"
+                    if 0 <= r.label < m.k
+                    else f"trial {t!r} is already labelled otherwise"
+                )
+            elif r.status == "expired":
+                out[i] = TrialExpired(f"trial {t!r} passed its label deadline")
+            elif r.status == "invalid":
+                out[i] = CorruptData(f"trial {t!r}: the label was refused by the log's check")
+            else:
+                out[i] = TrialNotFound(f"no pending trial {t!r} (unknown or long expired)")
+        return out
+
+    async def _updated(self, m: LiveModel, trial_id: str, seq: int, stored: int) -> bool:
+        """Whether applying log entry ``seq`` updated the learner."""
+        if stored >= 0:
+            return stored == 1
+        got = m.recent.get(seq)
+        if got is None:  # replayed elsewhere and folded meanwhile: read it back
+            m = await self._sync(m)
+            got = m.recent.get(seq)
+        if got is None:
+            u = await self.store.read_outcome(m.name, m.incarnation, trial_id)
+            if u is None:
+                raise CorruptData(f"trial {trial_id!r}: outcome of log entry {seq} is lost")
+            return u == 1
+        return got.updated
+
+    def _judged(self, m: LiveModel, p: int, y: int, updated: bool) -> dict[str, Any]:
+        return {
+            "predicted": m.labels[p],
+            "label": m.labels[y],
+            "mistake": p != y,
+            "updated": updated,
+        }
+
+    # -- learn ------------------------------------------------------------------------
+
+    async def learn(
+        self, name: str, items: Sequence[tuple[Any, Any]], idem: Idempotency | None = None
+    ) -> list[Result]:
+        """Trials whose labels are known: appended in order and learned from."""
+        return (await self.learn_groups(name, [(idem, items)]))[0]
+
+    async def learn_groups(self, name: str, requests: Sequence[LearnRequest]) -> list[list[Result]]:
+        """Several learn requests in one script call, in order; a request with an
+        idempotency key is appended at most once (its retries get the first answer)."""
+        for attempt in range(ATTEMPTS):
+            m = await self.live(name)
+            outs: list[list[Result]] = []
+            todos: list[list[tuple[int, Attributes | Experts, int]]] = []
+            for _, items in requests:
+                out, todo = self._learn_items(m, items)
+                outs.append(out)
+                todos.append(todo)
+            if not any(todos) and all(idem is None for idem, _ in requests):
+                return outs
+            groups = [
+                LearnGroup([(encode_instance(x), y) for _, x, y in todo], idem)
+                for (idem, _), todo in zip(requests, todos, strict=True)
+            ]
+            try:
+                sync, results = await self.store.learn(
+                    name,
+                    m.incarnation,
+                    m.version,
+                    fold=m.fold_payload(),
+                    limit=TRIAL_LIMIT,
+                    keep_ms=m.ttl_ms,
+                    groups=groups,
+                )
+            except (ModelNotFound, LogGap):
+                self._drop(m)
+                if attempt == ATTEMPTS - 1:
+                    raise
+                continue
+            break
+        own = [
+            (r.first, [(x, y) for _, x, y in todo], idem.key if idem else "")
+            for (idem, _), todo, r in zip(requests, todos, results, strict=True)
+            if r.status == "ok" and todo
+        ]
+        m = await self._catch_up(m, sync, own=own)
+        if own:
+            self._snapshot_due(m, own[0][0], own[-1][0] + len(own[-1][1]) - 1)
+        for (idem, _), out, todo, r in zip(requests, outs, todos, results, strict=True):
+            await self._learned(m, idem, out, todo, r)
+        return outs
+
+    def _learn_items(
+        self, m: LiveModel, items: Sequence[tuple[Any, Any]]
+    ) -> tuple[list[Result], list[tuple[int, Attributes | Experts, int]]]:
+        out: list[Result] = []
+        todo: list[tuple[int, Attributes | Experts, int]] = []
+        instances = self._instances(m, [payload for payload, _ in items])
+        for i, ((_, label), x) in enumerate(zip(items, instances, strict=True)):
+            try:
+                if isinstance(x, BadInput):
+                    raise x
+                todo.append((i, x, self._class(m, label, "label")))
+                out.append({})
+            except BadInput as e:
+                out.append(e)
+        return out, todo
+
+    async def _learned(
+        self,
+        m: LiveModel,
+        idem: Idempotency | None,
+        out: list[Result],
+        todo: list[tuple[int, Attributes | Experts, int]],
+        r: LearnResult,
+    ) -> None:
+        """Fill ``out`` with the answers to one learn request."""
+        if r.status == "mismatch":
+            for i, _, _ in todo:
+                out[i] = Conflict("Idempotency-Key was used before with another request")
+            return
+        kept: list[Any] | None = None
+        if r.status == "repeat":
+            if r.incarnation != m.incarnation:
+                for i, _, _ in todo:
+                    out[i] = Conflict(_EARLIER)
+                return
+            if r.answer:
+                kept = orjson.loads(r.answer)
+            else:  # the first request's worker has not kept its answer (yet)
+                m = await self._sync(m)
+        folded: dict[int, tuple[int, bool]] = {}
+        if r.status == "repeat" and kept is None and idem is not None:
+            missing = [r.first + j for j in range(len(todo)) if r.first + j not in m.recent]
+            if missing:  # replayed before this worker loaded the model: folded into the record
+                folded = await self.store.learn_outcomes(m.name, idem, missing)
+        outcomes: list[tuple[int, bool]] = []
+        for j, (i, _, y) in enumerate(todo):
+            seq = r.first + j
+            got: Applied | None = m.recent.get(seq)
+            if kept is not None and j < len(kept):
+                p, u = kept[j]
+            elif got is not None and got.predicted >= 0:
+                p, u = got.predicted, got.updated
+            elif seq in folded:
+                p, u = folded[seq]
+            else:
+                out[i] = CorruptData(f"log entry {seq}: its outcome is not known")
+                continue
+            outcomes.append((p, u))
+            out[i] = self._judged(m, p, y, u)
+        if idem is not None and r.status == "ok":
+            await self.store.keep_answer(m.name, idem, orjson.dumps(outcomes))

@@ -1,0 +1,238 @@
+"""Warm-up: compile every kernel the learners use before the first real trial.
+
+numba compiles a kernel the first time it is called with new argument types, or loads it
+from its on-disk cache (see :mod:`models`); for all kinds that takes tens of seconds on a
+fresh install. :func:`warm_kernels` runs a tiny but real workload of every kind in
+:data:`models.registry.KINDS` through the paths the service takes, so that every
+specialization production needs exists before the first request:
+
+* payloads encoded by an :class:`~models.inputs.InputSpace` one at a time and as a batch,
+  in every attribute form (dense, sparse with a constant, named, hashing) and in the
+  experts form (named experts, split classes, attributes, threshold sub-experts), some
+  rebuilt from int32 arrays as a worker decodes them from the trial log;
+* ``coerce``, ``scores``, ``predict``, ``trial``, a frozen snapshot, the weights a
+  dashboard reads, the batch replay ``learn_prefix`` where a learner has one, and a state
+  export, JSON round trip and import, after which the imported learner learns again;
+* a binary and a multi-class label set wherever the kind takes both, integer and float
+  values of the numeric parameters, every base kind under each wrapper whose compiled
+  path depends on it, and the ``vr-combine`` preset with its compiled V-Combine trial.
+
+The workload is fixed (seeded). In a process where the kernels exist already it takes
+about a second; on a fresh numba cache it compiles everything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from models.inputs import InputSpace
+from models.instance import AttributeBatch, Attributes, Experts
+from models.registry import KINDS, build, from_state, kind_of
+
+__all__ = ["BINARY", "MULTI", "cases", "run_case", "warm_kernels"]
+
+Spec = dict[str, Any]
+
+BINARY = ("yes", "no")
+MULTI = ("a", "b", "c")
+TRIALS = 8  # per case; voting kinds get more, so their slots and windows fill
+VOTING_TRIALS = 24
+#: S4's preset: its state round trip (62 learners rebuilt three times, about a second) is
+#: left to the small preset beside it, which takes the same compiled paths.
+PRESET: Spec = {"kind": "vr-combine"}
+
+_NAMES = [f"f{i}" for i in range(6)]
+_ATTRIBUTES: tuple[Spec, ...] = (
+    {"n_features": 6},
+    {"n_features": 6, "constant_attribute": True},
+    {"feature_names": _NAMES},
+    {"hashing": {"n_features": 8, "seed": 3}},
+)
+_EXPERTS: tuple[Spec, ...] = (
+    {"experts": {"expert_names": ["e0", "e1", "e2"], "normalize": "sum-to-one"}},
+    {
+        "experts": {
+            "expert_names": ["e0", "e1"],
+            "threshold_experts": True,
+            "split_classes": "all",
+        },
+        "attributes": {"n_features": 4, "constant_attribute": True},
+    },
+    {
+        "experts": {"expert_names": ["e0", "e1", "e2"], "normalize": "rank"},
+        "attributes": {"feature_names": _NAMES[:4]},
+    },
+    {"attributes": {"n_features": 6}},  # attributes alone: k sub-experts each
+)
+
+#: Base learners with integer and float parameters (learners pass floats to kernels).
+_BINARY_BASES: tuple[Spec, ...] = (
+    {"kind": "winnow"},
+    {"kind": "winnow", "alpha": 2, "theta": 3, "theta_minus": 2, "theta_plus": 4},
+    {"kind": "balanced-winnow"},
+    {"kind": "balanced-winnow", "alpha": 2, "theta": 1, "strict": True},
+    {"kind": "perceptron"},
+    {"kind": "perceptron", "eta": 2},
+    {"kind": "alma"},
+    {"kind": "alma", "p": 3, "C": 1},
+)
+_SUBEXPERTS = tuple(
+    {"kind": "subexpert", "learner": inner, "subexpert_z": z}
+    for inner in ({"kind": "balanced-winnow"}, {"kind": "perceptron"}, {"kind": "alma", "p": 3})
+    for z in ("predicted", "runner_up")
+)
+_EXPERT_BASES: tuple[Spec, ...] = (
+    {"kind": "committee"},
+    {"kind": "committee", "alpha": 2},
+    {"kind": "multiclass-winnow"},
+    {"kind": "multiclass-winnow", "alpha": 2},
+    {"kind": "weighted-majority"},
+    {"kind": "weighted-majority", "beta": 0, "update": "on_mistake"},
+    *_SUBEXPERTS,
+)
+#: One of each base kind (and each sub-expert family), for the wrappers.
+_ONE_EACH = (*_BINARY_BASES[::2], *_EXPERT_BASES[::2], _SUBEXPERTS[1], _SUBEXPERTS[5])
+_LINEAR = tuple(s for s in _ONE_EACH if s["kind"] != "weighted-majority")
+
+
+def _spaces(form: str, multi: bool) -> list[InputSpace]:
+    """Input spaces of learners of ``form``, alternating binary and multi-class labels."""
+    labelsets = (BINARY, MULTI) if multi else (BINARY,)
+    if form == "attributes":
+        return [InputSpace(ls, attributes=a) for a in _ATTRIBUTES for ls in labelsets]
+    return [InputSpace(ls, **config) for config in _EXPERTS for ls in labelsets]
+
+
+def _over(specs: Iterable[Spec], each: int = 1) -> Iterator[tuple[Spec, InputSpace]]:
+    """Each spec over ``each`` of the spaces of its form, taking them in turn."""
+    turn = 0
+    for spec in specs:
+        form = kind_of(spec).input_kind_for(spec)
+        spaces = _spaces(form, form == "experts" or spec["kind"] == "ecoc")
+        for _ in range(min(each, len(spaces))):
+            yield spec, spaces[turn % len(spaces)]
+            turn += 1
+
+
+def _voting() -> list[Spec]:
+    recycled = {"kind": "recycling", "size": 4, "learner": _SUBEXPERTS[0]}
+    compiled = [recycled, {"kind": "averaging", "learner": recycled}]  # the compiled trial
+    perceptron = {"kind": "perceptron"}
+    attributes = [perceptron, {"kind": "averaging", "learner": perceptron}, _BINARY_BASES[3]]
+    wm = {"select": "weighted-majority", "wm_update": "on_mistake", "vote_normalize": "l1"}
+    return [
+        {"kind": "v-combine", "learners": compiled, "h": 4, "r": 8},
+        {"kind": "v-combine", "learners": [*_EXPERT_BASES[:3], *compiled], "h": 4},
+        {"kind": "v-combine", "learners": list(_EXPERT_BASES[3:5]), "h": 2, **wm},
+        {"kind": "v-combine", "learners": attributes, "h": 4, "vote_normalize": "maxabs"},
+    ]
+
+
+def cases(kind: str) -> Iterator[tuple[Spec, InputSpace]]:
+    """The (spec, input space) pairs the warm-up runs for ``kind``."""
+    if kind in ("winnow", "balanced-winnow", "perceptron", "alma"):
+        yield from _over((s for s in _BINARY_BASES if s["kind"] == kind), each=4)
+    elif kind == "ecoc":
+        yield from _over({"kind": kind, "learner": b} for b in _BINARY_BASES)
+    elif kind == "recycling":
+        yield from _over({"kind": kind, "size": 4, "learner": b} for b in _ONE_EACH)
+    elif kind == "averaging":  # also AR-B, averaging over recycling, as in VR-Combine
+        inner = _LINEAR + tuple({"kind": "recycling", "size": 4, "learner": b} for b in _LINEAR)
+        yield from _over({"kind": kind, "learner": b} for b in inner)
+    elif kind in ("bagging", "boosting"):  # only the public contract of their copies
+        bases = (_BINARY_BASES[4], _SUBEXPERTS[0])
+        yield from _over(({"kind": kind, "learner": b, "n_models": 2} for b in bases), each=2)
+    elif kind == "v-combine":
+        yield from _over(_voting())
+    elif kind == "vr-combine":  # the preset, and a small one with the other labels
+        yield from _over([PRESET, {"kind": kind, "alphas": [1.1], "ps": [3], "h": 4}])
+    else:
+        yield from _over((s for s in _EXPERT_BASES if s["kind"] == kind), each=4)
+
+
+def _payloads(space: InputSpace, n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """``n`` payloads in the shapes the space reads, values in [0, 1]."""
+    out: list[dict[str, Any]] = []
+    attrs, experts, labels = space.attributes, space.experts, list(space.labels)
+    for t in range(n):
+        p: dict[str, Any] = {}
+        if attrs is not None:
+            names = attrs.get("feature_names")
+            d = attrs.get("n_features") or (len(names) if names else 8)
+            on = sorted(rng.choice(d, size=3, replace=False).tolist())
+            # hashed names may collide and add up: their sums stay within [0, 1] too
+            vals = [0.5, 0.25, 0.25] if "hashing" in attrs else [1.0, 0.5, 1]
+            if names:
+                p["features"] = {names[i]: v for i, v in zip(on, vals, strict=True)}
+            elif "hashing" in attrs:
+                p["features"] = {f"w{i}": v for i, v in zip(on, vals, strict=True)}
+            elif t % 2:  # a dense list, else sparse {index: value}
+                p["features"] = [float(i in on) for i in range(d)]
+            else:
+                p["features"] = {str(i): v for i, v in zip(on, vals, strict=True)}
+        if experts is not None:
+            e = experts["expert_names"]
+            p["experts"] = {e[0]: labels[t % len(labels)], e[1]: rng.random(len(labels)).tolist()}
+            if len(e) > 2 and t % 3:
+                p["experts"][e[2]] = {labels[(t + 1) % len(labels)]: 1.0}
+        out.append(p)
+    return out
+
+
+def _as_logged(x: Attributes | Experts) -> Attributes | Experts:
+    """``x`` rebuilt from int32 indices, as a worker decodes it from the trial log."""
+    if isinstance(x, Attributes):
+        return Attributes(x.indices.astype(np.int32), x.values.copy())
+    return Experts(x.expert.astype(np.int32), x.cls.astype(np.int32), x.value.copy())
+
+
+def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bool = True) -> None:
+    """One tiny workload of ``spec`` over ``space``, as the service would run it;
+    ``round_trip``: also export and import the state, and learn on."""
+    form = kind_of(spec).input_kind_for(spec)
+    learner = build(spec, labels=space.labels, size=space.size(form))
+    rng = np.random.default_rng(0)
+    payloads = _payloads(space, trials, rng)
+    ys = [space.labels[int(c)] for c in rng.integers(0, space.n_classes, trials)]
+    xs = [learner.coerce(x) for x in space.encode_each(payloads, form)]
+    xs[0] = learner.coerce(space.encode(payloads[0], form))
+    xs[-1] = learner.coerce(_as_logged(xs[-1]))
+    for x, y in zip(xs, ys, strict=True):
+        learner.scores(x)
+        learner.predict(x)
+        learner.trial(x, y)
+    frozen = learner.snapshot()
+    frozen.scores(xs[0])
+    frozen.predict(xs[0])
+    weights = getattr(learner, "weights", None)
+    if weights is not None:
+        weights()
+    learn_prefix = getattr(learner, "learn_prefix", None)
+    if learn_prefix is not None and space.n_classes == 2:  # a worker's batch replay
+        learn_prefix(AttributeBatch.from_instances(xs), ys)
+    if not round_trip:
+        return
+    again = from_state(json.loads(json.dumps(learner.export_state())))
+    for x, y in zip(xs[:2], ys, strict=False):
+        again.trial(x, y)
+        again.predict(x)
+
+
+def warm_kernels(kinds: Iterable[str] | None = None) -> dict[str, float]:
+    """Run the warm-up of every kind (or of ``kinds``); return seconds per kind.
+
+    The kinds share kernels, so on a cold cache the first ones take most of the time.
+    """
+    out = {}
+    for kind in KINDS if kinds is None else kinds:
+        start = time.perf_counter()
+        n = VOTING_TRIALS if kind in ("v-combine", "vr-combine") else TRIALS
+        for spec, space in cases(kind):
+            run_case(spec, space, n, round_trip=spec != PRESET)
+        out[kind] = time.perf_counter() - start
+    return out

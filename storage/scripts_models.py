@@ -1,0 +1,205 @@
+"""The Lua scripts for whole models: create, delete, snapshots, imports and statistics.
+
+Create and delete are one atomic step each: a model is listed exactly when its meta key
+exists, whatever crashes and whatever races. A delete removes a model's keys at once,
+except the trial hashes of a model with many kept trials: those move to a grave (a sorted
+set listed in ``<prefix>:graves``) that :data:`SWEEP` empties a batch at a time, so no
+single step blocks Redis for long and a crash leaves the rest listed for the next sweep.
+
+Idempotency records (``KEYS`` named ``idem``) are hashes ``{op, h, ...}``: the operation,
+a hash of the request's body, and what the first request did. A record with another
+``op`` or ``h`` is a key reused for a different request.
+"""
+
+from __future__ import annotations
+
+from storage.scripts import PRELUDE
+
+__all__ = ["CREATE", "DELETE", "IDEM_ANSWER", "IMPORT", "SNAPSHOT", "STATS", "SUMMARY", "SWEEP"]
+
+CREATE = """
+-- KEYS: 1-8 the model's fixed keys, 9 the models set, 10 idempotency record (or a
+-- placeholder when ARGV[6] is '')
+-- ARGV: 1 incarnation, 2 config (JSON), 3 labels k, 4 input size n, 5 most models,
+-- 6 body hash or '', 7 record lifetime (ms), 8 name
+-- Reply: {'ok', created} | {'exists'} | {'full'} | {'repeat', created, incarnation} |
+-- {'mismatch'}
+if ARGV[6] ~= '' then
+  local old = redis.call('HMGET', KEYS[10], 'op', 'h', 'created', 'inc')
+  if old[1] then
+    if old[1] == 'create' and old[2] == ARGV[6] then
+      return {'repeat', old[3], old[4]}
+    end
+    return {'mismatch'}
+  end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
+if redis.call('SISMEMBER', KEYS[9], ARGV[8]) == 0
+   and redis.call('SCARD', KEYS[9]) >= tonumber(ARGV[5]) then
+  return {'full'}
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'incarnation', ARGV[1], 'config', ARGV[2], 'created', t[1],
+           'version', 0, 'folded', 0, 'mistakes', 0, 'curve_step', 1, 'k', ARGV[3],
+           'n', ARGV[4])
+redis.call('SADD', KEYS[9], ARGV[8])
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[10], 'op', 'create', 'h', ARGV[6], 'created', t[1],
+             'inc', ARGV[1])
+  redis.call('PEXPIRE', KEYS[10], tonumber(ARGV[7]))
+end
+return {'ok', t[1]}
+"""
+
+DELETE = """
+-- KEYS: 1-8 the model's fixed keys, 9 the models set, 10 idempotency record (or a
+-- placeholder), 11 the set of graves
+-- ARGV: 1 name, 2 body hash or '', 3 record lifetime (ms), 4 most trial hashes deleted
+-- here (beyond that they go to a grave)
+-- Reply: {'ok'} | {'gone'} | {'mismatch'}
+if ARGV[2] ~= '' then
+  local old = redis.call('HMGET', KEYS[10], 'op', 'h')
+  if old[1] then
+    if old[1] == 'delete' and old[2] == ARGV[2] then return {'ok'} end
+    return {'mismatch'}
+  end
+end
+local inc = redis.call('HGET', KEYS[1], 'incarnation')
+if not inc then
+  redis.call('SREM', KEYS[9], ARGV[1])
+  return {'gone'}
+end
+local base = string.sub(KEYS[1], 1, -6)
+local tbase = base .. ':trial:' .. inc .. ':'
+if redis.call('ZCARD', KEYS[5]) <= tonumber(ARGV[4]) then
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
+    redis.call('DEL', tbase .. id)
+  end
+  redis.call('DEL', KEYS[5])
+else
+  local grave = base .. ':grave:' .. inc
+  redis.call('RENAME', KEYS[5], grave)
+  redis.call('SADD', KEYS[11], grave)
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8])
+redis.call('SREM', KEYS[9], ARGV[1])
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[10], 'op', 'delete', 'h', ARGV[2])
+  redis.call('PEXPIRE', KEYS[10], tonumber(ARGV[3]))
+end
+return {'ok'}
+"""
+
+SWEEP = """
+-- KEYS: 1 a grave, 2 the set of graves
+-- ARGV: 1 trial hashes to delete at most
+-- Reply: {'ok', trial ids left in the grave}
+local base, inc = string.match(KEYS[1], '^(.*):grave:(%x+)$')
+if not base then
+  redis.call('SREM', KEYS[2], KEYS[1])
+  return {'ok', 0}
+end
+local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+for _, id in ipairs(ids) do
+  redis.call('DEL', base .. ':trial:' .. inc .. ':' .. id)
+end
+if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
+local left = redis.call('ZCARD', KEYS[1])
+if left == 0 then redis.call('SREM', KEYS[2], KEYS[1]) end
+return {'ok', left}
+"""
+
+IDEM_ANSWER = """
+-- KEYS: 1 an idempotency record; ARGV: 1 body hash, 2 the first request's answer
+-- Reply: {'ok'} if kept, {'gone'} if the record expired or is another request's
+if redis.call('HGET', KEYS[1], 'h') ~= ARGV[1] then return {'gone'} end
+redis.call('HSET', KEYS[1], 'r', ARGV[2])
+return {'ok'}
+"""
+
+SNAPSHOT = (
+    PRELUDE
+    + """
+-- ARGV: 1 incarnation, 2 version of the state, 3 state, 4 fold, 5 log entries to keep
+-- Reply: {'ok', snapshot version} | {'unfolded'} (fold up to the version first)
+-- Keeps the newer snapshot and trims the log to what follows it, but never below the
+-- last ARGV[5] entries.
+fold(ARGV[4])
+local v = tonumber(ARGV[2])
+if num(meta, 'folded') < v then return {'unfolded'} end
+local cur = tonumber(redis.call('HGET', KEYS[3], 'version') or '-1')
+if v > cur then
+  redis.call('HSET', KEYS[3], 'version', v, 'state', ARGV[3])
+  cur = v
+end
+local keep = math.min(cur + 1, num(meta, 'version') - tonumber(ARGV[5]) + 1)
+if keep > 1 then redis.call('XTRIM', KEYS[2], 'MINID', keep .. '-0') end
+return {'ok', cur}
+"""
+)
+
+IMPORT = (
+    PRELUDE
+    + """
+-- KEYS[9]: idempotency record (or a placeholder when ARGV[6] is '')
+-- ARGV: 1 incarnation, 2 known version, 3 state, 4 fold, 5 limit, 6 body hash or '',
+-- 7 record lifetime (ms)
+-- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry) |
+-- {'repeat', seq, incarnation} | {'mismatch'}
+-- Replaces the learner state: appends a reset entry (k = r) at seq and keeps the state as
+-- the snapshot at seq; workers that replay the reset entry reload from the snapshot.
+if ARGV[6] ~= '' then
+  local old = redis.call('HMGET', KEYS[9], 'op', 'h', 'a', 'inc')
+  if old[1] then
+    if old[1] == 'import' and old[2] == ARGV[6] then return {'repeat', old[3], old[4]} end
+    return {'mismatch'}
+  end
+end
+fold(ARGV[4])
+local version, known = num(meta, 'version'), tonumber(ARGV[2])
+if not reachable(known, version) then return {'reload'} end
+if version ~= known or num(meta, 'folded') < known then
+  return {'stale', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[5]))}
+end
+version = version + 1
+redis.call('XADD', KEYS[2], version .. '-0', 'k', 'r')
+redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3])
+redis.call('HSET', meta, 'version', version, 'folded', version)
+redis.call('HINCRBY', meta, 'imports', 1)
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[9], 'op', 'import', 'h', ARGV[6], 'a', version, 'inc', ARGV[1])
+  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[7]))
+end
+return {'ok', version}
+"""
+)
+
+SUMMARY = (
+    PRELUDE
+    + """
+-- ARGV: 1 incarnation, 2 version the summary describes, 3 summary (JSON)
+-- Reply: {'ok'}; keeps the newer of the stored and the given summary
+local cur = tonumber(redis.call('HGET', KEYS[8], 'version') or '-1')
+if tonumber(ARGV[2]) > cur then
+  redis.call('HSET', KEYS[8], 'version', ARGV[2], 'doc', ARGV[3])
+end
+return {'ok'}
+"""
+)
+
+STATS = """
+-- ARGV: 1 now (ms)
+-- Reply: {'ok', meta (flat field/value list), pending, overdue, curve, window,
+--         summary version or '', summary or ''} | {'gone'}
+-- Reads what a dashboard shows in one step; the model's incarnation is not checked.
+local meta = redis.call('HGETALL', KEYS[1])
+if #meta == 0 then return {'gone'} end
+local now = ARGV[1]
+local summary = redis.call('HMGET', KEYS[8], 'version', 'doc')
+return {'ok', meta,
+        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'),
+        redis.call('ZCOUNT', KEYS[4], '-inf', now),
+        redis.call('LRANGE', KEYS[6], 0, -1), redis.call('LRANGE', KEYS[7], 0, -1),
+        summary[1] or '', summary[2] or ''}
+"""

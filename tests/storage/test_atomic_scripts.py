@@ -1,0 +1,180 @@
+"""Atomic create and delete, incarnation-scoped trials, the scripts' own checks, quotas and
+idempotency records, against a real Redis."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+
+from models.instance import Attributes
+from storage.client import close, connect
+from storage.codec import encode_instance
+from storage.errors import Conflict, CorruptData, Full, ModelNotFound
+from storage.repository import GRAVE_BATCH, Idempotency, LearnGroup, ModelStore
+
+pytestmark = pytest.mark.anyio
+CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 4}}, "label_ttl": 60}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def store(redis_url: str, redis_prefix: str) -> AsyncIterator[ModelStore]:
+    client = connect(redis_url)
+    yield ModelStore(client, redis_prefix)
+    await close(client)
+
+
+def x(i: int) -> bytes:
+    return encode_instance(Attributes([i % 4], [1.0]))
+
+
+async def create(store: ModelStore, name: str = "m", **kw: Any) -> str:
+    made = await store.create(name, CONFIG, n_classes=2, size=4, most=kw.pop("most", 100), **kw)
+    return made.incarnation
+
+
+async def keys(store: ModelStore) -> set[str]:
+    return {k.decode() for k in await store.client.keys(f"{store.prefix}:*")}
+
+
+async def predict(store: ModelStore, inc: str, ids: list[str], most: int = 10_000) -> list[str]:
+    items = [(t, x(i), 0, b"\x00" * 16) for i, t in enumerate(ids)]
+    _, res = await store.predict(
+        "m",
+        inc,
+        0,
+        strict=False,
+        ttl_ms=60_000,
+        fold=b"",
+        limit=0,
+        most_pending=most,
+        items=items,
+    )
+    assert res is not None
+    return [r.status for r in res]
+
+
+@pytest.mark.parametrize("n", [3, GRAVE_BATCH + 5])
+async def test_delete_leaves_no_key_behind(store: ModelStore, n: int) -> None:
+    inc = await create(store)
+    assert await predict(store, inc, [f"t{i}" for i in range(n)]) == ["ok"] * n
+    await store.learn(
+        "m", inc, 0, fold=b"", limit=0, keep_ms=1000, groups=[LearnGroup([(x(1), 1)])]
+    )
+    assert len(await keys(store)) > n
+    await store.delete("m")
+    left = await keys(store)
+    if n > GRAVE_BATCH:  # the trial hashes wait in a grave, listed for the sweep
+        assert f"{store.prefix}:graves" in left
+    assert await store.sweep() == 0
+    assert await keys(store) == set()
+    assert await store.names() == []
+
+
+async def test_a_trial_of_a_deleted_model_is_unknown_to_its_successor(store: ModelStore) -> None:
+    old = await create(store)
+    assert await predict(store, old, ["t1"]) == ["ok"]
+    await store.delete("m")
+    new = await create(store)
+    _, res = await store.label("m", new, 0, fold=b"", limit=0, items=[("t1", 1)])
+    assert res[0].status == "unknown"
+    with pytest.raises(ModelNotFound):  # and the old incarnation's calls are refused whole
+        await store.label("m", old, 0, fold=b"", limit=0, items=[("t1", 1)])
+    assert (await store.read("m")).version == 0
+
+
+async def test_scripts_refuse_indices_beyond_the_model(store: ModelStore) -> None:
+    inc = await create(store)
+    assert await predict(store, inc, ["t1"]) == ["ok"]
+    _, res = await store.label("m", inc, 0, fold=b"", limit=0, items=[("t1", 2)])
+    assert res[0].status == "invalid"
+    beyond = encode_instance(Attributes([7], [1.0]))
+    for items in ([(x(0), 0), (x(1), 2)], [(x(0), 0), (beyond, 0)], [(b"Qxx", 0)]):
+        with pytest.raises(CorruptData, match="nothing was written"):
+            await store.learn(
+                "m", inc, 0, fold=b"", limit=0, keep_ms=1000, groups=[LearnGroup(items)]
+            )
+    m = await store.read("m")
+    assert m.version == 0 and m.counters["learned"] == 0 and m.counters["labelled"] == 0
+
+
+async def test_create_is_atomic_and_bounded(store: ModelStore) -> None:
+    await create(store, "a", most=2)
+    await create(store, "b", most=2)
+    with pytest.raises(Full) as e:
+        await create(store, "c", most=2)
+    assert (e.value.limit, e.value.most) == ("max_stored_models", 2)
+    assert await store.names() == ["a", "b"]
+    with pytest.raises(Conflict):  # taken, and the count is not what refuses it
+        await create(store, "a", most=1)
+
+
+async def test_pending_trials_are_bounded(store: ModelStore) -> None:
+    inc = await create(store)
+    assert await predict(store, inc, ["a", "b", "c"], most=2) == ["ok", "ok", "full"]
+    # a retry of a stored one is still answered
+    assert await predict(store, inc, ["a"], most=2) == ["existing"]
+
+
+async def test_idempotent_learn_appends_once(store: ModelStore) -> None:
+    inc = await create(store)
+    idem = Idempotency("k1", "h1")
+    group = LearnGroup([(x(0), 0), (x(1), 1)], idem)
+    _, res = await store.learn("m", inc, 0, fold=b"", limit=10, keep_ms=60_000, groups=[group])
+    assert (res[0].status, res[0].first) == ("ok", 1)
+    await store.keep_answer("m", idem, b"[[0,true],[0,false]]")
+    _, res = await store.learn("m", inc, 0, fold=b"", limit=10, keep_ms=60_000, groups=[group])
+    r = res[0]
+    assert (r.status, r.first, r.count, r.incarnation) == ("repeat", 1, 2, inc)
+    assert orjson.loads(r.answer) == [[0, True], [0, False]]
+    other = LearnGroup([(x(2), 0)], Idempotency("k1", "h2"))
+    plain = LearnGroup([(x(3), 1)])
+    _, res = await store.learn(
+        "m", inc, 2, fold=b"", limit=10, keep_ms=60_000, groups=[other, plain]
+    )
+    assert [r.status for r in res] == ["mismatch", "ok"] and res[1].first == 3
+    assert (await store.read("m")).version == 3
+    ttl = await store.client.pttl(store.keys("m").idem("k1"))
+    assert 0 < ttl <= 60_000
+
+
+async def test_idempotent_create_delete_and_import(store: ModelStore) -> None:
+    idem = Idempotency("c", "body")
+    first = await store.create("m", CONFIG, n_classes=2, size=4, most=10, idem=idem)
+    again = await store.create("m", CONFIG, n_classes=2, size=4, most=10, idem=idem)
+    assert (again.repeat, again.incarnation, again.created) == (
+        True,
+        first.incarnation,
+        first.created,
+    )
+    with pytest.raises(Conflict, match="another request"):
+        await store.create("m", CONFIG, n_classes=2, size=4, most=10, idem=Idempotency("c", "x"))
+    inc = first.incarnation
+    imp = Idempotency("i", "state")
+    assert await store.import_state("m", inc, 0, b"{}", b"", 10, idem=imp) == (None, 1)
+    assert await store.import_state("m", inc, 0, b"{}", b"", 10, idem=imp) == (None, 1)
+    assert (await store.read("m")).version == 1
+    gone = Idempotency("d", "delete")
+    await store.delete("m", idem=gone)
+    await store.delete("m", idem=gone)  # a retried delete that was done: no 404
+    with pytest.raises(ModelNotFound):
+        await store.delete("m")
+
+
+async def test_quarantined_and_refused_outcomes_are_counted(store: ModelStore) -> None:
+    inc = await create(store)
+    group = LearnGroup([(x(i), i % 2) for i in range(3)])
+    await store.learn("m", inc, 0, fold=b"", limit=0, keep_ms=1000, groups=[group])
+    fold = orjson.dumps({"a": 1, "e": [[0, 0, 1, ""], [1, -1, 2, ""], [0, 1, 3, ""]]})
+    await store.sync("m", inc, 3, fold, 0)
+    m = await store.read("m")
+    assert m.folded == 3 and m.counters["quarantined"] == 1 and m.counters["refused"] == 1
+    assert m.counters["mistakes"] == 1 and m.counters["updates"] == 1
+    assert m.confusion == {(0, 0): 1, (0, 1): 1}
