@@ -58,17 +58,14 @@ class BodyLimit:
 
     async def _refuse(self, send: Send) -> None:
         body = b'{"detail":"request body too large: expected at most %d bytes"}' % self.max_bytes
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await answer(send, 413, body)
+
+
+async def answer(send: Send, status: int, body: bytes, *extra: tuple[bytes, bytes]) -> None:
+    """Send a whole JSON answer from plain ASGI middleware."""
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *extra]})
+    await send({"type": "http.response.body", "body": body})
 
 
 class Busy:
@@ -86,21 +83,8 @@ class Busy:
             await self.app(scope, receive, send)
             return
         if self.running >= self.most:
-            body = b'{"detail":"this worker serves %d requests already (max_connections)"}' % (
-                self.most
-            )
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 503,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"retry-after", b"1"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            body = b'{"detail":"this worker serves %d requests already (max_connections)"}'
+            await answer(send, 503, body % self.most, (b"retry-after", b"1"))
             return
         self.running += 1
         try:

@@ -3,32 +3,18 @@ idempotency records, against a real Redis."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
 
 from models.instance import Attributes
-from storage.client import close, connect
 from storage.codec import encode_instance
 from storage.errors import Conflict, CorruptData, Full, ModelNotFound
 from storage.repository import GRAVE_BATCH, Idempotency, LearnGroup, ModelStore
 
 pytestmark = pytest.mark.anyio
 CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 4}}, "label_ttl": 60}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def store(redis_url: str, redis_prefix: str) -> AsyncIterator[ModelStore]:
-    client = connect(redis_url)
-    yield ModelStore(client, redis_prefix)
-    await close(client)
 
 
 def x(i: int) -> bytes:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -11,25 +10,12 @@ import orjson
 import pytest
 
 from models.instance import Attributes, Experts
-from storage.client import close, connect
 from storage.codec import decode_entry, decode_instance, encode_instance
 from storage.errors import Conflict, CorruptData, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Sync
 
 pytestmark = pytest.mark.anyio
 CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 4}}}
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def store(redis_url: str, redis_prefix: str) -> AsyncIterator[ModelStore]:
-    client = connect(redis_url)
-    yield ModelStore(client, redis_prefix)
-    await close(client)
 
 
 def x_bytes(i: int) -> bytes:
