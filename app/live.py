@@ -25,7 +25,7 @@ from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.params import InvalidParameter
 from models.registry import build, kind_of
 from models.state import InvalidState
-from storage.codec import decode_entry
+from storage.codec import decode_entry, fold_id
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync
 
@@ -45,11 +45,10 @@ class StateReplaced(LogGap):
 
 class Applied(NamedTuple):
     """What replaying one log entry gave: the class judged against (served or predicted
-    at replay), whether the learner updated, and the outcome as folded."""
+    at replay) and whether the learner updated."""
 
     predicted: int
     updated: bool
-    outcome: int = 0
 
 
 class InvalidConfig(ValueError):
@@ -61,9 +60,9 @@ class InvalidConfig(ValueError):
         self.message = message
 
 
-def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str, int]:
-    """The input space and learner form of a model config, and its learner's estimated
-    bytes, all checked against ``limits`` without building the learner.
+def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str]:
+    """The input space and learner form of a model config, checked against ``limits``
+    (its learner's estimated bytes included) without building the learner.
 
     Raises :class:`InvalidConfig` naming the offending field.
     """
@@ -92,12 +91,12 @@ def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str,
                 + (" (it has experts: use a multi-class learner)" if form == "attributes" else ""),
             )
         active = config.get("max_active")
-        need = check_learner(spec, list(space.labels), space.size(form), limits, active)
+        check_learner(spec, list(space.labels), space.size(form), limits, active)
     except InvalidParameter as e:
         raise InvalidConfig(f"learner.{e.name}", str(e)) from None
     except OverBudget as e:
         raise InvalidConfig(e.field, e.message) from None
-    return space, form, need
+    return space, form
 
 
 def build_model(
@@ -108,7 +107,7 @@ def build_model(
 
     Raises :class:`InvalidConfig` naming the offending field.
     """
-    space, form, _ = plan_model(config, limits or Limits())
+    space, form = plan_model(config, limits or Limits())
     try:
         learner = build(config["learner"], labels=space.labels, size=space.size(form))
     except InvalidParameter as e:
@@ -164,8 +163,7 @@ class LiveModel:
     @contextlib.asynccontextmanager
     async def frozen(self) -> AsyncIterator[None]:
         """Hold every change to the learner back while the block runs (one at a time)."""
-        while not self.unfrozen.is_set():
-            await self.unfrozen.wait()
+        await self.thawed()
         self.unfrozen.clear()
         try:
             yield
@@ -244,7 +242,8 @@ class LiveModel:
     ) -> None:
         """Replay learn entries this worker appended from ``first`` on, from the
         instances it encoded rather than from their copies in Redis. ``key`` is the
-        idempotency key they were appended under, if any (see :func:`fold_id`)."""
+        idempotency key they were appended under, if any (see
+        :func:`storage.codec.fold_id`)."""
         todo = list(items)
         if self.version >= first:  # some were applied already
             todo = todo[self.version + 1 - first :]
@@ -300,7 +299,7 @@ class LiveModel:
     def _record(self, seq: int, y: int, predicted: int, outcome: int, trial_id: str) -> None:
         """Keep a replayed entry's outcome (``outcome`` as folded: 0 no update, 1 updated,
         :data:`QUARANTINED`, :data:`REFUSED`)."""
-        self.recent[seq] = Applied(predicted, outcome == 1, outcome)
+        self.recent[seq] = Applied(predicted, outcome == 1)
         self.recent.pop(seq - RECENT, None)
         if seq > self.folded:
             self.unfolded[seq] = (y, predicted, outcome, trial_id)
@@ -342,13 +341,6 @@ class LiveModel:
 
     def export(self) -> bytes:
         return orjson.dumps(self.learner.export_state())
-
-
-def fold_id(key: str) -> str:
-    """The id under which the outcome of a learn entry appended with idempotency key
-    ``key`` is folded: into that key's record, for retries whose worker never replayed
-    it (storage.scripts)."""
-    return f"!{key}" if key else ""
 
 
 def _seq_of(entry_id: bytes) -> int:

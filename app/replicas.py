@@ -146,7 +146,8 @@ class Replicas:
         self, name: str, call: Callable[[LiveModel], Awaitable[T]]
     ) -> tuple[LiveModel, T]:
         """Run one script call; reload the model and retry when this worker's copy is
-        of a deleted incarnation or too far behind. The script writes nothing then."""
+        of a deleted incarnation or too far behind. The script writes nothing then, and
+        ``call`` derives what it sends (classes, instances) from the model it is given."""
         for attempt in range(3):
             m = await self.live(name)
             try:

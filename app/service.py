@@ -79,7 +79,7 @@ class ModelService(TrialCalls):
         """Check the config against the budgets, build its learner once off the event
         loop (so a config that cannot be built is refused here), and store it."""
         try:
-            space, form, _ = plan_model(config, self.limits)
+            space, form = plan_model(config, self.limits)
         except InvalidConfig as e:
             raise BadInput(e.field, e.message) from None
         if self.warmup is not None:

@@ -39,7 +39,7 @@ __all__ = ["LearnRequest", "TrialCalls"]
 
 Result = dict[str, Any] | Exception
 LearnRequest = tuple[Idempotency | None, Sequence[tuple[Any, Any]]]
-ATTEMPTS = 3  # a call is encoded and sent again this often when its model was replaced
+Todo = list[tuple[int, Attributes | Experts, int]]  # (item, instance, class) to append
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
 
 
@@ -170,8 +170,9 @@ class TrialCalls(Replicas):
 
     async def label(self, name: str, items: Sequence[tuple[str, Any]]) -> list[Result]:
         """Label pending trials, in order; each is applied at most once."""
-        for attempt in range(ATTEMPTS):
-            m = await self.live(name)
+
+        async def attempt(m: LiveModel) -> tuple[list[Result], list[Any], Any]:
+            # class indices of the incarnation the script then checks
             out: list[Result] = []
             todo: list[tuple[int, str, int]] = []
             for i, (trial_id, label) in enumerate(items):
@@ -181,22 +182,21 @@ class TrialCalls(Replicas):
                 except BadInput as e:
                     out.append(e)
             if not todo:
-                return out
-            try:
-                sync, results = await self.store.label(
-                    name,
-                    m.incarnation,
-                    m.version,
-                    fold=m.fold_payload(),
-                    limit=TRIAL_LIMIT,
-                    items=[(t, y) for _, t, y in todo],
-                )
-            except (ModelNotFound, LogGap):
-                self._drop(m)
-                if attempt == ATTEMPTS - 1:
-                    raise
-                continue
-            break
+                return out, todo, None
+            got = await self.store.label(
+                name,
+                m.incarnation,
+                m.version,
+                fold=m.fold_payload(),
+                limit=TRIAL_LIMIT,
+                items=[(t, y) for _, t, y in todo],
+            )
+            return out, todo, got
+
+        m, (out, todo, got) = await self._script(name, attempt)
+        if got is None:
+            return out
+        sync, results = got
         m = await self._catch_up(m, sync)
         applied = [r.seq for r in results if r.status == "ok"]
         if applied:
@@ -253,36 +253,36 @@ class TrialCalls(Replicas):
     async def learn_groups(self, name: str, requests: Sequence[LearnRequest]) -> list[list[Result]]:
         """Several learn requests in one script call, in order; a request with an
         idempotency key is appended at most once (its retries get the first answer)."""
-        for attempt in range(ATTEMPTS):
-            m = await self.live(name)
+
+        async def attempt(m: LiveModel) -> tuple[list[list[Result]], list[Todo], Any]:
+            # instances and class indices of the incarnation the script then checks
             outs: list[list[Result]] = []
-            todos: list[list[tuple[int, Attributes | Experts, int]]] = []
+            todos: list[Todo] = []
             for _, items in requests:
                 out, todo = self._learn_items(m, items)
                 outs.append(out)
                 todos.append(todo)
             if not any(todos) and all(idem is None for idem, _ in requests):
-                return outs
+                return outs, todos, None
             groups = [
                 LearnGroup([(encode_instance(x), y) for _, x, y in todo], idem)
                 for (idem, _), todo in zip(requests, todos, strict=True)
             ]
-            try:
-                sync, results = await self.store.learn(
-                    name,
-                    m.incarnation,
-                    m.version,
-                    fold=m.fold_payload(),
-                    limit=TRIAL_LIMIT,
-                    keep_ms=m.ttl_ms,
-                    groups=groups,
-                )
-            except (ModelNotFound, LogGap):
-                self._drop(m)
-                if attempt == ATTEMPTS - 1:
-                    raise
-                continue
-            break
+            got = await self.store.learn(
+                name,
+                m.incarnation,
+                m.version,
+                fold=m.fold_payload(),
+                limit=TRIAL_LIMIT,
+                keep_ms=m.ttl_ms,
+                groups=groups,
+            )
+            return outs, todos, got
+
+        m, (outs, todos, got) = await self._script(name, attempt)
+        if got is None:
+            return outs
+        sync, results = got
         own = [
             (r.first, [(x, y) for _, x, y in todo], idem.key if idem else "")
             for (idem, _), todo, r in zip(requests, todos, results, strict=True)

@@ -15,7 +15,14 @@ import numpy as np
 from models.instance import Attributes, Experts, InvalidInstance
 from storage.errors import CorruptData
 
-__all__ = ["LogEntry", "decode_entry", "decode_instance", "encode_instance", "parse_int"]
+__all__ = [
+    "LogEntry",
+    "decode_entry",
+    "decode_instance",
+    "encode_instance",
+    "fold_id",
+    "parse_int",
+]
 
 _I4 = np.dtype("<i4")
 _F8 = np.dtype("<f8")
@@ -62,6 +69,13 @@ def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Expe
     if top > size:
         raise CorruptData(f"instance has coordinate {top - 1}, beyond the model's {size}")
     return x
+
+
+def fold_id(key: str) -> str:
+    """The id under which the outcome of a learn entry appended with idempotency key
+    ``key`` is folded: into that key's record (see :mod:`storage.scripts`), so a retry
+    is answered whoever replays the entry; "" for a learn without a key."""
+    return f"!{key}" if key else ""
 
 
 def parse_int(value: object, what: str, low: int = 0, high: int | None = None) -> int:
@@ -119,4 +133,4 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
     key = f.get(b"i", b"")
     if len(key) > 255 or not all(0x21 <= c <= 0x7E for c in key):
         raise CorruptData(f"log entry {seq}: its idempotency key is not printable ASCII")
-    return LogEntry(seq, "learn", x, y, None, "!" + key.decode("ascii") if key else "")
+    return LogEntry(seq, "learn", x, y, None, fold_id(key.decode("ascii")))

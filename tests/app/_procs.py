@@ -98,7 +98,8 @@ class Service:
         assert self.process is not None
         return self.process.pid
 
-    def start(self) -> Service:
+    def spawn(self) -> Service:
+        """Start the command without waiting for it to be ready."""
         with open(self.log_path, "ab") as out:
             self.process = subprocess.Popen(
                 self.args,
@@ -109,6 +110,11 @@ class Service:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # one process group: the test can always clean up
             )
+        return self
+
+    def start(self) -> Service:
+        self.spawn()
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT
         with httpx.Client(base_url=self.url, timeout=5) as c:
             while True:

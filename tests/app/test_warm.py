@@ -227,17 +227,7 @@ class Starting(Service):
     """``committee serve`` started without waiting for /readyz."""
 
     def start(self) -> Service:
-        with open(self.log_path, "ab") as out:
-            self.process = subprocess.Popen(
-                self.args,
-                env=self.env,
-                cwd=Path(__file__).resolve().parents[2],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return self
+        return self.spawn()
 
 
 def test_a_fresh_service_answers_healthz_while_it_compiles_then_serves_vr_combine(
