@@ -10,6 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /srv/committee
 COPY pyproject.toml README.md ./
 COPY app/ app/
+COPY experiments/ experiments/
 COPY models/ models/
 COPY storage/ storage/
 RUN pip install . \

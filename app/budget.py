@@ -1,8 +1,8 @@
 """What one model may cost: its labels, its spec and the memory its learner will hold.
 
 Every bound is a setting (:class:`app.config.Settings`) and is checked from the config
-alone, before anything of the model's size is allocated; a refusal names the field and
-the setting.
+alone, before anything of the model's size is allocated; a refusal is a
+:class:`~app.errors.BadInput` naming the field and the setting.
 """
 
 from __future__ import annotations
@@ -11,19 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import Settings
+from app.errors import BadInput
 from models.budget import check_spec, estimate_bytes
-from models.params import InvalidParameter
+from models.core.params import InvalidParameter
 
-__all__ = ["Limits", "OverBudget", "check_labels", "check_learner", "readable_bytes"]
-
-
-class OverBudget(ValueError):
-    """A model config beyond a limit; ``field`` names where (``labels``, ``learner``)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
+__all__ = ["Limits", "check_labels", "check_learner", "readable_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +43,12 @@ def readable_bytes(n: float) -> str:
 
 def check_labels(labels: list[Any], limits: Limits) -> None:
     if len(labels) > limits.labels:
-        raise OverBudget(
+        raise BadInput(
             "labels", f"{len(labels)} labels: expected at most {limits.labels} (max_labels)"
         )
     for i, label in enumerate(labels):
         if isinstance(label, str) and len(label) > limits.label_length:
-            raise OverBudget(
+            raise BadInput(
                 f"labels.{i}",
                 f"a label of {len(label)} characters: expected at most {limits.label_length} "
                 "(max_label_length)",
@@ -72,10 +64,10 @@ def check_learner(
         check_spec(spec, max_depth=limits.spec_depth, max_learners=limits.learners, labels=labels)
         need = estimate_bytes(spec, labels=labels, size=size, max_nonzeros=active)
     except InvalidParameter as e:
-        raise OverBudget(f"learner.{e.name}" if e.name else "learner", str(e)) from None
+        raise BadInput(f"learner.{e.name}" if e.name else "learner", str(e)) from None
     if need > limits.learner_bytes:
         hint = "" if active else "; sparse instances need less: set max_active"
-        raise OverBudget(
+        raise BadInput(
             "learner",
             f"this learner would hold about {readable_bytes(need)} for {size} inputs and "
             f"{len(labels)} labels: expected at most {readable_bytes(limits.learner_bytes)} "

@@ -11,8 +11,9 @@ from typing import Any
 import numba
 import numpy as np
 
-from app import experiment, serve
-from models.datasets import MajorityProblem
+from app import serve
+from experiments import cli as experiments
+from models.inputs.datasets import MajorityProblem
 from models.registry import build
 from models.warm import warm_kernels
 
@@ -79,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=demo)
     p = sub.add_parser("warm", help="compile the learners' kernels into the on-disk cache")
     p.set_defaults(func=warm)
-    experiment.add_parser(sub)
+    experiments.add_parser(sub)
     serve.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))

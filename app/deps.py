@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
+from app.names import IdempotencyKey, IdempotencyKeyText, Name, NameText
 from app.service import ModelService
-from storage.keys import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN
 
 
 async def get_service(request: Request) -> ModelService:
@@ -16,13 +16,15 @@ async def get_service(request: Request) -> ModelService:
 
 
 ServiceDep = Annotated[ModelService, Depends(get_service)]
-NameDep = Annotated[str, Path(pattern=NAME_PATTERN, description="the model's name")]
+_NAME = "the model's name"
+_KEY = "a retry with the same key gets the first answer; the same key with another request is a 409"
+NameDep = Annotated[Name, Path(description=_NAME)]
 IdempotencyKeyDep = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        pattern=IDEMPOTENCY_KEY_PATTERN,
-        description="a retry with the same key gets the first answer; "
-        "the same key with another request is a 409",
-    ),
+    IdempotencyKey | None, Header(alias="Idempotency-Key", description=_KEY)
+]
+# declared for OpenAPI only: the trial calls check them themselves, the same behind the
+# router and on the fast path (app.fastpath)
+NameParam = Annotated[NameText, Path(description=_NAME)]
+IdempotencyKeyParam = Annotated[
+    IdempotencyKeyText | None, Header(alias="Idempotency-Key", description=_KEY)
 ]

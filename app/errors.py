@@ -5,11 +5,13 @@ from __future__ import annotations
 __all__ = ["BadInput", "TrialConflict", "TrialExpired", "TrialNotFound"]
 
 
-class BadInput(Exception):
-    """A request that is well-formed JSON but wrong for this model (422).
+class BadInput(ValueError):
+    """Input the service refuses (422): a request wrong for this model, or a model config
+    that cannot be built or is beyond a limit.
 
-    ``field`` names where, as a path such as ``items.3.instance.features``; ``where`` is
-    the part of the request it is in (``body``, ``header`` or ``path``).
+    ``field`` names where, as a path such as ``items.3.instance.features`` or
+    ``learner.alpha``; ``where`` is the part of the request it is in (``body``, ``header``
+    or ``path``).
     """
 
     def __init__(self, field: str, message: str, where: str = "body") -> None:

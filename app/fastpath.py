@@ -15,14 +15,18 @@ from types import SimpleNamespace
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.routers.trials import HANDLERS
+from app.routers.trials import HANDLERS, router
 from app.status import error_body
 
 __all__ = ["TrialFastPath"]
 
 log = logging.getLogger("committee.api")
-_PATH = re.compile(r"/v1/models/([^/]+)/((?:predict|label|learn)(?:/batch)?)")
-_ROUTES = {call: SimpleNamespace(path=f"/v1/models/{{name}}/{call}") for call in HANDLERS}
+# the routes' paths: the router's prefix with any name, then a call of HANDLERS
+_PATH = re.compile(
+    re.escape(router.prefix).replace(re.escape("{name}"), "([^/]+)")
+    + f"/({'|'.join(map(re.escape, HANDLERS))})"
+)
+_ROUTES = {call: SimpleNamespace(path=f"{router.prefix}/{call}") for call in HANDLERS}
 _JSON = (b"content-type", b"application/json")
 
 
@@ -49,7 +53,7 @@ class TrialFastPath:
         try:
             key = next((v for k, v in scope["headers"] if k == b"idempotency-key"), None)
             doc = await HANDLERS[op](
-                scope["app"].state.service,
+                scope["app"].state.service.trials,
                 name,
                 b"".join(chunks),
                 None if key is None else key.decode("latin-1"),

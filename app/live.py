@@ -18,18 +18,19 @@ from typing import Any, NamedTuple
 import numpy as np
 import orjson
 
-from app.budget import Limits, OverBudget, check_labels, check_learner
-from models.base import Learner, UpdateRefused
-from models.inputs import InputSpace
-from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
-from models.params import InvalidParameter
+from app.budget import Limits, check_labels, check_learner
+from app.errors import BadInput
+from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
+from models.core.learner import Learner, UpdateRefused
+from models.core.params import InvalidParameter
+from models.core.state import InvalidState
+from models.inputs.space import InputSpace
 from models.registry import build, kind_of
-from models.state import InvalidState
 from storage.codec import decode_entry, fold_id
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync
 
-__all__ = ["Applied", "InvalidConfig", "LiveModel", "StateReplaced", "build_model", "plan_model"]
+__all__ = ["Applied", "LiveModel", "StateReplaced", "build_model", "plan_model"]
 
 log = logging.getLogger("committee.live")
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
@@ -51,25 +52,13 @@ class Applied(NamedTuple):
     updated: bool
 
 
-class InvalidConfig(ValueError):
-    """A model config that cannot be built; ``field`` names where (``learner.alpha``)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
 def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str]:
     """The input space and learner form of a model config, checked against ``limits``
     (its learner's estimated bytes included) without building the learner.
 
-    Raises :class:`InvalidConfig` naming the offending field.
+    Raises :class:`~app.errors.BadInput` naming the offending field.
     """
-    try:
-        check_labels(config["labels"], limits)
-    except OverBudget as e:
-        raise InvalidConfig(e.field, e.message) from None
+    check_labels(config["labels"], limits)
     inp = config["input"]
     try:
         space = InputSpace(
@@ -78,13 +67,13 @@ def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str]
     except (InvalidParameter, InvalidInstance) as e:
         name = getattr(e, "name", "")
         field = "labels" if name == "labels" else f"input.{name}" if name else "input"
-        raise InvalidConfig(field, str(e)) from None
+        raise BadInput(field, str(e)) from None
     spec = config["learner"]
     try:
         cls = kind_of(spec)
         form = cls.input_kind_for({k: v for k, v in spec.items() if k != "kind"})
         if form not in space.forms:
-            raise InvalidConfig(
+            raise BadInput(
                 "learner.kind",
                 f"{spec['kind']} takes {form}, but this model's input gives "
                 + " or ".join(space.forms)
@@ -93,9 +82,7 @@ def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str]
         active = config.get("max_active")
         check_learner(spec, list(space.labels), space.size(form), limits, active)
     except InvalidParameter as e:
-        raise InvalidConfig(f"learner.{e.name}", str(e)) from None
-    except OverBudget as e:
-        raise InvalidConfig(e.field, e.message) from None
+        raise BadInput(f"learner.{e.name}", str(e)) from None
     return space, form
 
 
@@ -105,13 +92,13 @@ def build_model(
     """The input space, learner form and fresh learner a model config describes, once
     :func:`plan_model` has checked it.
 
-    Raises :class:`InvalidConfig` naming the offending field.
+    Raises :class:`~app.errors.BadInput` naming the offending field.
     """
     space, form = plan_model(config, limits or Limits())
     try:
         learner = build(config["learner"], labels=space.labels, size=space.size(form))
     except InvalidParameter as e:
-        raise InvalidConfig(f"learner.{e.name}", str(e)) from None
+        raise BadInput(f"learner.{e.name}", str(e)) from None
     return space, form, learner
 
 

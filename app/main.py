@@ -11,17 +11,15 @@ from fastapi.responses import JSONResponse
 
 from app import openapi
 from app.config import Settings
-from app.errors import BadInput, TrialConflict, TrialNotFound
 from app.fastpath import TrialFastPath
 from app.limits import BodyLimit, Busy
 from app.metrics import RequestMetrics
 from app.routers import dashboard, health, metrics, models, stats, stream, trials
 from app.routers._lean import add_components
 from app.service import ModelService
-from app.status import error_body
+from app.status import MAPPED, error_body
 from app.warm import Warmup
 from storage.client import close, connect
-from storage.errors import StorageError
 from storage.repository import ModelStore
 
 log = logging.getLogger("committee")
@@ -40,13 +38,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = connect(url)
-        service = ModelService(ModelStore(client, settings.key_prefix), settings)
-        app.state.service = service
         # kernels compile in a thread; /readyz waits for them, and so does the first learner
         warmup = Warmup() if settings.warmup else None
         if warmup is not None:
             warmup.start()
-        app.state.warmup = service.warmup = warmup
+        service = ModelService(ModelStore(client, settings.key_prefix), settings, warmup)
+        app.state.service = service
+        app.state.warmup = warmup
         service.start()
         try:
             yield
@@ -78,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.error("%s %s: %s", request.method, request.url.path, e)
         return JSONResponse(body, status_code=code, headers=headers)
 
-    for cls in (BadInput, StorageError, TrialNotFound, TrialConflict):
+    for cls in MAPPED:
         app.add_exception_handler(cls, mapped)
     add_components(app)
     openapi.install(app, settings)

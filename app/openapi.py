@@ -27,10 +27,10 @@ from starlette.routing import Match
 
 from app.config import Settings
 from app.schemas import EXAMPLE_MODEL, MAX_LABEL_LENGTH, STORED_INTS
-from models import params as mp
-from models.inputs import NORMALIZE
+from models.core import params as mp
+from models.core.learner import Spec, SpecList
+from models.inputs.space import NORMALIZE
 from models.registry import KINDS, describe
-from models.voting import _SpecList
 
 __all__ = ["ERRORS", "install"]
 
@@ -142,9 +142,9 @@ def constraint_schema(c: mp.Constraint) -> dict[str, Any]:
         s.update({} if n is None else {"maxItems": n})
     elif isinstance(c, mp.RealArray):
         s = {"type": "array", "items": {"type": "number", **_bounds(c.low, None)}}
-    elif isinstance(c, mp.Spec):
+    elif isinstance(c, Spec):
         s = _SPEC
-    elif isinstance(c, _SpecList):
+    elif isinstance(c, SpecList):
         s = {"type": "array", "items": _SPEC, "minItems": 1, "maxItems": c.maximum}
     else:
         return {}
@@ -190,7 +190,7 @@ def _section(props: dict[str, Any], required: str) -> dict[str, Any]:
 
 
 def input_schemas() -> dict[str, dict[str, Any]]:
-    """The sections of an input config as :class:`models.inputs.InputSpace` reads them."""
+    """The sections of an input config as :class:`models.inputs.space.InputSpace` reads them."""
     constant = {"constant_attribute": {"type": "boolean", "default": False}}
     seed = {"type": "integer", "minimum": 0, "maximum": STORED_INTS[1], "default": 0}
     hashing = _section({"n_features": _SIZE, "seed": seed}, "n_features")

@@ -19,13 +19,14 @@ import orjson
 
 from app.budget import Limits
 from app.config import Settings
-from app.live import RESEND, InvalidConfig, LiveModel, StateReplaced
+from app.errors import BadInput
+from app.live import RESEND, LiveModel, StateReplaced
 from app.summary import summarize
-from models.instance import Attributes, Experts
+from models.core.instance import Attributes, Experts
 from storage.errors import CorruptData, ModelNotFound
 from storage.repository import LogGap, ModelStore, Sync
 
-__all__ = ["LIMIT", "TRIAL_LIMIT", "Replicas"]
+__all__ = ["LIMIT", "TRIAL_LIMIT", "Replicas", "Warming"]
 
 log = logging.getLogger("committee.replicas")
 
@@ -50,18 +51,19 @@ SUMMARY_EVERY = 0.5  # seconds between a worker's summaries of one model
 class Replicas:
     """This worker's copies of the models of one key prefix."""
 
-    def __init__(self, store: ModelStore, settings: Settings) -> None:
+    def __init__(
+        self, store: ModelStore, settings: Settings, warmup: Warming | None = None
+    ) -> None:
         self.store = store
         self.settings = settings
         self.limits = Limits.of(settings)
-        self.warmup: Warming | None = None  # awaited before the first learner is built
+        self.warmup = warmup  # awaited before the first learner is built
         self._live: dict[str, LiveModel] = {}
         self._loading: dict[str, asyncio.Future[LiveModel]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._flushing: set[str] = set()
         self._refreshed: dict[str, float] = {}
         self._clock = 0  # counts uses, for evicting the least recently used model
-        self.streams = 0  # open WebSocket streams
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -129,7 +131,7 @@ class Replicas:
                 snapshot_every=self.settings.snapshot_every,
                 limits=self.limits,
             )
-        except (InvalidConfig, KeyError, TypeError) as e:
+        except (BadInput, KeyError, TypeError) as e:
             raise CorruptData(f"model {name!r}: stored config is invalid: {e}") from None
         sync = await self.store.sync(name, m.incarnation, m.version, b"", LIMIT)
         await asyncio.to_thread(m.apply, sync.entries)
@@ -138,11 +140,16 @@ class Replicas:
         log.info("loaded model %s at version %d", name, m.version)
         return m
 
-    def _drop(self, m: LiveModel) -> None:
+    def drop(self, m: LiveModel) -> None:
+        """Forget this copy of a model (a later use loads it again)."""
         if self._live.get(m.name) is m:
             del self._live[m.name]
 
-    async def _script(
+    def evict(self, name: str) -> LiveModel | None:
+        """Forget whatever copy of ``name`` is in memory; returns it."""
+        return self._live.pop(name, None)
+
+    async def script(
         self, name: str, call: Callable[[LiveModel], Awaitable[T]]
     ) -> tuple[LiveModel, T]:
         """Run one script call; reload the model and retry when this worker's copy is
@@ -153,12 +160,12 @@ class Replicas:
             try:
                 return m, await call(m)
             except (ModelNotFound, LogGap):
-                self._drop(m)
+                self.drop(m)
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
 
-    async def _catch_up(self, m: LiveModel, sync: Sync, own: list[Own] | None = None) -> LiveModel:
+    async def catch_up(self, m: LiveModel, sync: Sync, own: list[Own] | None = None) -> LiveModel:
         """Replay the log up to ``sync.version``; returns the model to use from now on
         (a reloaded one if the state was replaced meanwhile). ``own`` are runs of learn
         entries this worker appended, applied from memory: (first seq, [(instance,
@@ -172,10 +179,10 @@ class Replicas:
                 m.apply_own(first, items, key)
             await self._read_log(m, sync.version)
         except StateReplaced:
-            self._drop(m)
+            self.drop(m)
             return await self.live(m.name)
         except LogGap:
-            self._drop(m)
+            self.drop(m)
             raise
         m.acknowledge(sync)
         if m.unfolded:
@@ -193,18 +200,20 @@ class Replicas:
                 await m.thawed()
                 m.apply(entries)
 
-    async def _sync(self, m: LiveModel) -> LiveModel:
+    async def sync(self, m: LiveModel) -> LiveModel:
+        """Fold this worker's outcomes and replay what the log holds beyond ``m``."""
         sync = await self.store.sync(m.name, m.incarnation, m.version, m.fold_payload(), LIMIT)
-        return await self._catch_up(m, sync)
+        return await self.catch_up(m, sync)
 
     # -- background work ----------------------------------------------------------------
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
+    def spawn(self, coro: Awaitable[None]) -> None:
+        """Run ``coro`` in the background until it ends or :meth:`close` cancels it."""
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _refresh_soon(self, name: str) -> None:
+    def refresh_soon(self, name: str) -> None:
         """Bring a model's counters and summary up to date in the background, at most
         once a second per model: this worker replays what it has not seen, folds the
         outcomes nobody folded and publishes the summary."""
@@ -215,18 +224,18 @@ class Replicas:
 
         async def refresh() -> None:
             try:
-                m = await self._sync(await self.live(name))
+                m = await self.sync(await self.live(name))
                 self._flush_later(m)
             except Exception as e:
                 log.warning("refreshing model %s failed: %s", name, e)
 
-        self._spawn(refresh())
+        self.spawn(refresh())
 
     def _flush_later(self, m: LiveModel) -> None:
         """Fold this worker's outcomes soon, unless a script call does it first."""
         if m.name not in self._flushing:
             self._flushing.add(m.name)
-            self._spawn(self._flush(m))
+            self.spawn(self._flush(m))
 
     async def _flush(self, m: LiveModel) -> None:
         """Fold outcomes and publish the summary until both are up to date."""
@@ -236,7 +245,7 @@ class Replicas:
             while True:
                 if m.unfolded:
                     before = m.folded
-                    m = await self._sync(m)
+                    m = await self.sync(m)
                     if m.unfolded and m.folded == before:  # sent but not folded: resend
                         stuck += 1
                         if stuck > 3:
@@ -261,11 +270,11 @@ class Replicas:
         finally:
             self._flushing.discard(m.name)
 
-    def _snapshot_due(self, m: LiveModel, first: int, last: int) -> None:
+    def snapshot_due(self, m: LiveModel, first: int, last: int) -> None:
         """Snapshot when this worker appended the trial that completes an interval."""
         every = m.snapshot_every
         if (first - 1) // every != last // every:
-            self._spawn(self._snapshot(m))
+            self.spawn(self._snapshot(m))
 
     async def _snapshot(self, m: LiveModel) -> None:
         try:
@@ -278,9 +287,11 @@ class Replicas:
         except Exception as e:  # the next interval tries again
             log.warning("snapshot of model %s failed: %s", m.name, e)
 
-    def _stale(self, m: LiveModel) -> bool:
+    def stale(self, m: LiveModel) -> bool:
+        """Whether ``m`` was synced longer ago than ``max_staleness_ms``."""
         return (time.monotonic() - m.synced_at) * 1000 > self.settings.max_staleness_ms
 
-    async def _fresh(self, name: str) -> LiveModel:
-        _, m = await self._script(name, self._sync)
+    async def fresh(self, name: str) -> LiveModel:
+        """The model, caught up with its log now."""
+        _, m = await self.script(name, self.sync)
         return m

@@ -1,4 +1,5 @@
-"""Request and response bodies of the API (``XCreate`` / ``XPublic`` families).
+"""Request and response bodies of the API (``XCreate`` / ``XPublic`` families); the trial
+calls' request bodies are in :mod:`app.bodies`.
 
 Instances and learner specs are checked here for shape only; the input space and the
 learner registry check them fully and name the offending field.
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN
+from app.names import Name
 
 MAX_LABEL_LENGTH = 256
 INT64 = 2**63
@@ -20,8 +21,7 @@ Label = (
     Annotated[str, Field(strict=True, max_length=MAX_LABEL_LENGTH)]
     | Annotated[int, Field(strict=True, ge=-INT64, lt=INT64)]
 )
-ModelName = Annotated[str, Field(pattern=NAME_PATTERN, examples=["pets"])]
-TrialId = Annotated[str, Field(pattern=TRIAL_ID_PATTERN)]
+ModelName = Annotated[Name, Field(examples=["pets"])]
 MAX_LABELS = 4096
 MAX_TTL = 30 * 86400.0
 STORED_INTS = (-(2**63), 2**64 - 1)  # the integers the store keeps (orjson's range)
@@ -137,43 +137,11 @@ class ModelsPublic(BaseModel):
     models: list[ModelPublic]
 
 
-class Instance(_In):
-    model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE_INSTANCE]})
-
-    features: Any = Field(
-        None, description="a dense list, or {feature: value} (index or name)", examples=[[1, 0]]
-    )
-    experts: dict[str, Any] | None = Field(
-        None,
-        description="{expert: vote}; a vote is {label: score}, a list of scores in label "
-        "order, or a label",
-    )
-
-
-class PredictCreate(_In):
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"instance": EXAMPLE_INSTANCE, "trial_id": "photo-1"}]}
-    )
-
-    instance: Instance
-    trial_id: TrialId | None = Field(None, description="your id for this trial, else made up")
-    track: StrictBool = Field(True, description="false: only predict, expect no label")
-
-
 class PredictPublic(BaseModel):
     trial_id: str | None
     label: Label
     scores: dict[str, float]
     model_version: int = Field(description="the log version of the hypothesis that predicted")
-
-
-class LabelCreate(_In):
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"trial_id": "photo-1", "label": "cat"}]}
-    )
-
-    trial_id: TrialId
-    label: Label
 
 
 class LabelPublic(BaseModel):
@@ -184,33 +152,11 @@ class LabelPublic(BaseModel):
     updated: bool
 
 
-class LearnCreate(_In):
-    model_config = ConfigDict(
-        json_schema_extra={"examples": [{"instance": EXAMPLE_INSTANCE, "label": "cat"}]}
-    )
-
-    instance: Instance
-    label: Label
-
-
 class LearnPublic(BaseModel):
     predicted: Label
     label: Label
     mistake: bool
     updated: bool
-
-
-class PredictBatchCreate(_In):
-    items: list[PredictCreate] = Field(min_length=1)
-    track: StrictBool | None = Field(None, description="overrides each item's track")
-
-
-class LabelBatchCreate(_In):
-    items: list[LabelCreate] = Field(min_length=1)
-
-
-class LearnBatchCreate(_In):
-    items: list[LearnCreate] = Field(min_length=1)
 
 
 class ItemError(BaseModel):

@@ -3,8 +3,8 @@
 It knows Redis only through :mod:`storage` and HTTP not at all. Every trial is one script
 call (one round trip) that appends it to the model's log atomically; the worker then
 replays the log up to and including that trial, which gives the answer
-(:mod:`app.replicas`). The trial calls live in :mod:`app.trials`; this module adds the
-models themselves and their state.
+(:mod:`app.replicas`). The trial calls are in :mod:`app.trials`; this module holds both
+and adds the models themselves and their state.
 
 Writes that are not naturally idempotent (create, delete, learn, state import) take an
 :class:`~storage.repository.Idempotency`: the key and a hash of the request. A retry with
@@ -23,13 +23,14 @@ from typing import Any
 
 import orjson
 
+from app.config import Settings
 from app.errors import BadInput
-from app.live import InvalidConfig, build_model, plan_model
-from app.replicas import LIMIT
+from app.live import build_model, plan_model
+from app.replicas import LIMIT, Replicas, Warming
 from app.trials import TrialCalls
-from models.state import InvalidState
+from models.core.state import InvalidState
 from storage.errors import Conflict, ModelNotFound, StorageError
-from storage.repository import Idempotency, Statistics, StoredModel
+from storage.repository import Idempotency, ModelStore, Statistics, StoredModel
 
 __all__ = ["ModelService", "request_digest"]
 
@@ -53,12 +54,28 @@ def _keep_ms(config: dict[str, Any]) -> int:
     return int(ttl * 1000) if isinstance(ttl, int | float) and ttl > 0 else DEFAULT_KEEP_MS
 
 
-class ModelService(TrialCalls):
-    """All models of one key prefix, as this worker process serves them."""
+class ModelService:
+    """All models of one key prefix, as this worker process serves them: the models
+    themselves and their state here, the copies in memory in :attr:`replicas`, the trial
+    calls in :attr:`trials`."""
+
+    def __init__(
+        self, store: ModelStore, settings: Settings, warmup: Warming | None = None
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.warmup = warmup  # awaited before the first learner is built
+        self.replicas = Replicas(store, settings, warmup)
+        self.trials = TrialCalls(self.replicas)
+        self.streams = 0  # open WebSocket streams
 
     def start(self) -> None:
         """Start the background work a worker does while it serves."""
-        self._spawn(self._sweep_forever())
+        self.replicas.spawn(self._sweep_forever())
+
+    async def close(self) -> None:
+        """Stop the background work."""
+        await self.replicas.close()
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -78,16 +95,10 @@ class ModelService(TrialCalls):
     ) -> StoredModel:
         """Check the config against the budgets, build its learner once off the event
         loop (so a config that cannot be built is refused here), and store it."""
-        try:
-            space, form = plan_model(config, self.limits)
-        except InvalidConfig as e:
-            raise BadInput(e.field, e.message) from None
+        space, form = plan_model(config, self.replicas.limits)
         if self.warmup is not None:
             await self.warmup.wait()
-        try:
-            await asyncio.to_thread(build_model, config, self.limits)
-        except InvalidConfig as e:
-            raise BadInput(e.field, e.message) from None
+        await asyncio.to_thread(build_model, config, self.replicas.limits)
         s = self.settings
         made = await self.store.create(
             name,
@@ -114,7 +125,7 @@ class ModelService(TrialCalls):
     async def statistics(self, name: str) -> Statistics:
         s = await self.store.read_statistics(name, int(time.time() * 1000))
         if s.model.folded < s.model.version or s.summary_version < s.model.version:
-            self._refresh_soon(name)  # e.g. the worker that appended them died
+            self.replicas.refresh_soon(name)  # e.g. the worker that appended them died
         return s
 
     async def all_statistics(self) -> list[Statistics]:
@@ -130,26 +141,26 @@ class ModelService(TrialCalls):
         keep = DEFAULT_KEEP_MS
         with contextlib.suppress(ModelNotFound):
             keep = _keep_ms((await self.store.read(name)).config)
-        m = self._live.pop(name, None)
+        m = self.replicas.evict(name)
         try:
             await self.store.delete(name, idem=idem, keep_ms=keep)
         finally:
             if m is not None:
-                self._drop(m)
-        self._spawn(self._sweep())
+                self.replicas.drop(m)
+        self.replicas.spawn(self._sweep())
 
     # -- state --------------------------------------------------------------------------
 
     async def export_state(self, name: str) -> tuple[int, dict[str, Any]]:
         """The learner's state at its current version, exported off the event loop."""
-        m = await self._fresh(name)
+        m = await self.replicas.fresh(name)
         async with m.frozen():
             return m.version, await asyncio.to_thread(m.learner.export_state)
 
     async def import_state(self, name: str, doc: Any, idem: Idempotency | None = None) -> int:
         """Replace the model's learner state; returns the log version it takes effect at."""
         for _ in range(5):
-            m = await self._fresh(name)
+            m = await self.replicas.fresh(name)
             state = await asyncio.to_thread(self._staged, m.learner, doc)
             sync, seq = await self.store.import_state(
                 name,
@@ -162,9 +173,9 @@ class ModelService(TrialCalls):
                 keep_ms=m.ttl_ms,
             )
             if sync is None:
-                self._drop(m)
+                self.replicas.drop(m)
                 return seq
-            await self._catch_up(m, sync)
+            await self.replicas.catch_up(m, sync)
         raise Conflict(f"model {name!r} kept changing: import its state again")
 
     @staticmethod

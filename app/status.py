@@ -17,7 +17,7 @@ from storage.errors import (
     Unavailable,
 )
 
-__all__ = ["error_body", "error_status", "item_error"]
+__all__ = ["MAPPED", "error_body", "error_status", "item_error"]
 
 _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (BadInput, 422),
@@ -31,6 +31,8 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (CorruptData, 500),
     (StorageError, 500),
 )
+#: the exceptions the app answers with :func:`error_body`
+MAPPED = tuple(cls for cls, _ in _TABLE)
 
 
 def error_status(e: Exception) -> tuple[int, str]:

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from app.live import LiveModel
-from models.base import Learner
-from models.params import InvalidParameter
+from models.core.learner import Learner
+from models.core.params import InvalidParameter
 from models.registry import kind_of
 
 __all__ = ["MAX_EXPERTS", "describe_spec", "summarize"]

@@ -29,8 +29,8 @@ import orjson
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
 from app.live import Applied, LiveModel
 from app.replicas import TRIAL_LIMIT, Replicas
-from models.base import UnknownLabel
-from models.instance import Attributes, Experts
+from models.core.instance import Attributes, Experts
+from models.core.learner import UnknownLabel
 from storage.codec import encode_instance
 from storage.errors import Conflict, CorruptData, Full, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
@@ -43,8 +43,13 @@ Todo = list[tuple[int, Attributes | Experts, int]]  # (item, instance, class) to
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
 
 
-class TrialCalls(Replicas):
-    """The trial calls of :class:`app.service.ModelService`."""
+class TrialCalls:
+    """Predict, label and learn on the models ``replicas`` holds."""
+
+    def __init__(self, replicas: Replicas) -> None:
+        self.replicas = replicas
+        self.store = replicas.store
+        self.settings = replicas.settings
 
     def _new_trial_id(self) -> str:
         """A trial id nobody can guess: 128 random bits."""
@@ -77,7 +82,7 @@ class TrialCalls(Replicas):
         self, name: str, items: Sequence[tuple[Any, str | None]], *, track: bool = True
     ) -> list[Result]:
         """Predict each (instance payload, trial id or None); keep tracked ones pending."""
-        m = await self.live(name)
+        m = await self.replicas.live(name)
         most = self.settings.max_answer_scores
         if len(items) * m.k > most:
             raise BadInput(
@@ -86,8 +91,8 @@ class TrialCalls(Replicas):
                 f"at most {most} (max_answer_scores)",
             )
         if not track:
-            if self._stale(m):
-                m = await self._fresh(name)
+            if self.replicas.stale(m):
+                m = await self.replicas.fresh(name)
             out: list[Result] = []
             for x in self._instances(m, [payload for payload, _ in items]):
                 if isinstance(x, BadInput):
@@ -99,7 +104,7 @@ class TrialCalls(Replicas):
         ids = [trial_id or self._new_trial_id() for _, trial_id in items]
         encoded_for = ""
         for attempt in range(4):
-            m = await self.live(name)
+            m = await self.replicas.live(name)
             if m.incarnation != encoded_for:  # (again) for this incarnation
                 encoded_for = m.incarnation
                 instances = self._instances(m, [payload for payload, _ in items])
@@ -127,11 +132,11 @@ class TrialCalls(Replicas):
                     items=sent,
                 )
             except (ModelNotFound, LogGap):
-                self._drop(m)
+                self.replicas.drop(m)
                 if attempt == 3:
                     raise
                 continue
-            m = await self._catch_up(m, sync)
+            m = await self.replicas.catch_up(m, sync)
             if results is None:  # another worker applied a trial meanwhile: predict again
                 continue
             for (i, _), (c, s), r in zip(todo, made, results, strict=True):
@@ -193,14 +198,14 @@ class TrialCalls(Replicas):
             )
             return out, todo, got
 
-        m, (out, todo, got) = await self._script(name, attempt)
+        m, (out, todo, got) = await self.replicas.script(name, attempt)
         if got is None:
             return out
         sync, results = got
-        m = await self._catch_up(m, sync)
+        m = await self.replicas.catch_up(m, sync)
         applied = [r.seq for r in results if r.status == "ok"]
         if applied:
-            self._snapshot_due(m, min(applied), max(applied))
+            self.replicas.snapshot_due(m, min(applied), max(applied))
         for (i, t, y), r in zip(todo, results, strict=True):
             if r.status in ("ok", "repeat"):
                 updated = await self._updated(m, t, r.seq, r.updated)
@@ -225,7 +230,7 @@ class TrialCalls(Replicas):
             return stored == 1
         got = m.recent.get(seq)
         if got is None:  # replayed elsewhere and folded meanwhile: read it back
-            m = await self._sync(m)
+            m = await self.replicas.sync(m)
             got = m.recent.get(seq)
         if got is None:
             u = await self.store.read_outcome(m.name, m.incarnation, trial_id)
@@ -279,7 +284,7 @@ class TrialCalls(Replicas):
             )
             return outs, todos, got
 
-        m, (outs, todos, got) = await self._script(name, attempt)
+        m, (outs, todos, got) = await self.replicas.script(name, attempt)
         if got is None:
             return outs
         sync, results = got
@@ -288,9 +293,9 @@ class TrialCalls(Replicas):
             for (idem, _), todo, r in zip(requests, todos, results, strict=True)
             if r.status == "ok" and todo
         ]
-        m = await self._catch_up(m, sync, own=own)
+        m = await self.replicas.catch_up(m, sync, own=own)
         if own:
-            self._snapshot_due(m, own[0][0], own[-1][0] + len(own[-1][1]) - 1)
+            self.replicas.snapshot_due(m, own[0][0], own[-1][0] + len(own[-1][1]) - 1)
         for (idem, _), out, todo, r in zip(requests, outs, todos, results, strict=True):
             await self._learned(m, idem, out, todo, r)
         return outs
@@ -333,7 +338,7 @@ class TrialCalls(Replicas):
             if r.answer:
                 kept = orjson.loads(r.answer)
             else:  # the first request's worker has not kept its answer (yet)
-                m = await self._sync(m)
+                m = await self.replicas.sync(m)
         folded: dict[int, tuple[int, bool]] = {}
         if r.status == "repeat" and kept is None and idem is not None:
             missing = [r.first + j for j in range(len(todo)) if r.first + j not in m.recent]

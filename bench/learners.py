@@ -30,16 +30,16 @@ from typing import Any
 import numpy as np
 from river import linear_model, multiclass
 
-from models.balanced import BalancedWinnow
-from models.committee import Committee
-from models.datasets import MajorityProblem, sparse_disjunction_stream
-from models.instance import AttributeBatch, Attributes, Experts
-from models.perceptron import Perceptron
+from models.core.instance import AttributeBatch, Attributes, Experts
+from models.inputs.datasets import MajorityProblem, sparse_disjunction_stream
+from models.learners.balanced import BalancedWinnow
+from models.learners.committee import Committee
+from models.learners.perceptron import Perceptron
 
 ALMA_MISSING = ""
 try:
-    from models.alma import ALMA
-except Exception as exc:  # models/alma.py may be mid-rewrite: skip its rows, say why
+    from models.learners.alma import ALMA
+except Exception as exc:  # models/learners/alma.py may be mid-rewrite: skip its rows, say why
     ALMA = None
     ALMA_MISSING = f"{type(exc).__name__}: {exc}"
 
@@ -210,7 +210,7 @@ def bench_sparse(trials: int, seed: int, repeats: int) -> tuple[dict[str, Row], 
     if ALMA is not None:
         ours.append(("alma_p2", lambda: ALMA(n_features=N_FEATURES, p=2.0)))
     else:
-        notes.append(f"alma_p2 skipped: import models.alma failed ({ALMA_MISSING})")
+        notes.append(f"alma_p2 skipped: import models.learners.alma failed ({ALMA_MISSING})")
     river: list[tuple[str, Callable[[], Any]]] = [
         ("river_perceptron", linear_model.Perceptron),
         ("river_alma_p2", lambda: linear_model.ALMAClassifier(p=2)),

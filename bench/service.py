@@ -57,7 +57,7 @@ import orjson
 from _service_load import ID, Plan, Result
 from _service_load import run as run_plan
 
-from models.datasets import sparse_disjunction_stream
+from models.inputs.datasets import sparse_disjunction_stream
 from storage.server import PID_NAME, EmbeddedRedis
 
 BENCH_DIR = Path(__file__).resolve().parent

@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 import websockets
 
-from models.datasets import MajorityProblem
+from models.inputs.datasets import MajorityProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from service import uvicorn

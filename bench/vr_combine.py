@@ -4,7 +4,7 @@ One run is 5,000 on-line trials of the majority problem (n = 20, r = 10, k = 5, 
 0.05) through the ``vr-combine`` preset (62 learners: 31 recycled, 31 averaged-recycled).
 Measured in the same process: the 31 basic algorithms alone, and the 31 recycled ones
 alone, each through its own ``learn`` call. VR-Combine runs its members' part of a trial in
-one compiled call (models.voting_fast), so it can beat the R-B row although it does more.
+one compiled call (models.voting.compiled), so it can beat the R-B row although it does more.
 The paper reports 5.5 s for one run on an AMD Athlon 2600+.
 
 Run as ``python bench/vr_combine.py``; the last line is ``vr_combine_run_seconds: <s>``.
@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from models.datasets import MajorityProblem
-from models.presets import basic_algorithms, vr_combine_learners
+from models.inputs.datasets import MajorityProblem
 from models.registry import build
+from models.voting.presets import basic_algorithms, vr_combine_learners
 
 PAPER_SECONDS = 5.5
 

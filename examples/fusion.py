@@ -27,7 +27,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.tree import DecisionTreeClassifier
 
-from client import Client
+from committee_client import Client
 
 LEARNERS = {
     "vr-combine": {"kind": "vr-combine"},

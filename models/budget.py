@@ -3,7 +3,7 @@
 :func:`estimate_bytes` bounds the bytes of numpy arrays held by the learner that
 ``registry.build(spec, labels=labels, size=size)`` returns, as built and as it learns
 (stores that widen, buffers that fill, scratch space that grows), with one function per
-kind (:data:`ESTIMATORS`, in :mod:`models._budget_kinds`). :func:`check_spec` walks a spec
+kind (:data:`ESTIMATORS`, in :mod:`models.budget_kinds`). :func:`check_spec` walks a spec
 without recursion and refuses one nested too deep or building too many learners. Neither
 allocates anything of the learner's size.
 
@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
-from models._budget_kinds import ESTIMATORS, Context, at, ecoc_columns, estimate, read
-from models.base import Learner
-from models.params import InvalidParameter
-from models.presets import ALPHAS, PS, basic_algorithms, vr_combine_learners
+from models.budget_kinds import ESTIMATORS, Context, at, ecoc_columns, estimate, read
+from models.core.learner import Learner
+from models.core.nested import inner_spec
+from models.core.params import InvalidParameter
 from models.registry import KINDS
-from models.wrapper import inner_spec
+from models.voting.presets import ALPHAS, PS, basic_algorithms, vr_combine_learners
 
 __all__ = [
     "ESTIMATORS",

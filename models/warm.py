@@ -6,7 +6,7 @@ fresh install. :func:`warm_kernels` runs a tiny but real workload of every kind 
 :data:`models.registry.KINDS` through the paths the service takes, so that every
 specialization production needs exists before the first request:
 
-* payloads encoded by an :class:`~models.inputs.InputSpace` one at a time and as a batch,
+* payloads encoded by an :class:`~models.inputs.space.InputSpace` one at a time and as a batch,
   in every attribute form (dense, sparse with a constant, named, hashing) and in the
   experts form (named experts, split classes, attributes, threshold sub-experts), some
   rebuilt from int32 arrays as a worker decodes them from the trial log;
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from models.inputs import InputSpace
-from models.instance import AttributeBatch, Attributes, Experts
+from models.core.instance import AttributeBatch, Attributes, Experts
+from models.inputs.space import InputSpace
 from models.registry import KINDS, build, from_state, kind_of
 
 __all__ = ["BINARY", "MULTI", "cases", "run_case", "warm_kernels"]

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from models.instance import Attributes, Experts, InvalidInstance
+from models.core.instance import Attributes, Experts, InvalidInstance
 from storage.errors import CorruptData
 
 __all__ = [

@@ -22,9 +22,10 @@ Trial keys belong to their incarnation, so a trial predicted before a model was 
 can never be labelled on its successor. Idempotency records outlive a delete (a retried
 delete or create finds them) and expire with the label window.
 
-The Lua scripts derive trial keys from the meta key by replacing its ``meta`` suffix
-(``base(meta) .. ':trial:' .. incarnation .. ':' .. id``), so the layout above must stay
-in step with them.
+The Lua scripts build no key names: every key they touch, or the prefix of keys whose last
+part is only known inside the script (a trial id or an idempotency key of a folded outcome,
+a trial of a grave), is passed in their ``KEYS``, built here. A prefix shares its model's
+hash tag, so in a Redis Cluster it names the slot of the keys it begins.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "NAME_PATTERN",
     "TRIAL_ID_PATTERN",
     "Keys",
+    "grave_trial_prefix",
     "graves_key",
     "models_key",
     "valid_idempotency_key",
@@ -73,12 +75,31 @@ def graves_key(prefix: str) -> str:
     return f"{prefix}:graves"
 
 
+def _trial_prefix(base: str, incarnation: str) -> str:
+    return f"{base}:trial:{incarnation}:"
+
+
+def _grave(base: str, incarnation: str) -> str:
+    return f"{base}:grave:{incarnation}"
+
+
+_GRAVE = re.compile(r"(.*):grave:([0-9A-Fa-f]+)")
+
+
+def grave_trial_prefix(grave: str) -> str | None:
+    """The prefix of the trial keys a grave (:meth:`Keys.grave`) lists; None if ``grave``
+    is not a grave's key."""
+    m = _GRAVE.fullmatch(grave)
+    return None if m is None else _trial_prefix(m[1], m[2])
+
+
 class Keys:
     """The keys of one model."""
 
     __slots__ = (
         "base",
         "curve",
+        "idem_prefix",
         "log",
         "meta",
         "models",
@@ -101,19 +122,25 @@ class Keys:
         self.curve = f"{self.base}:curve"
         self.window = f"{self.base}:window"
         self.summary = f"{self.base}:summary"
+        self.idem_prefix = f"{self.base}:idem:"
         self.models = models_key(prefix)
 
+    def trial_prefix(self, incarnation: str) -> str:
+        """The prefix of the trial keys of ``incarnation``: a trial id completes one."""
+        return _trial_prefix(self.base, incarnation)
+
     def trial(self, incarnation: str, trial_id: str) -> str:
-        return f"{self.base}:trial:{incarnation}:{trial_id}"
+        return self.trial_prefix(incarnation) + trial_id
 
     def grave(self, incarnation: str) -> str:
-        return f"{self.base}:grave:{incarnation}"
+        return _grave(self.base, incarnation)
 
     def idem(self, key: str) -> str:
-        return f"{self.base}:idem:{key}"
+        return self.idem_prefix + key
 
     def all_fixed(self) -> list[str]:
-        """The keys every script takes, in the order of its KEYS (see storage.scripts)."""
+        """The model's own keys, in the order of the scripts' ``KEYS[1..8]`` (see
+        :mod:`storage.scripts`)."""
         return [
             self.meta,
             self.log,
@@ -124,3 +151,8 @@ class Keys:
             self.window,
             self.summary,
         ]
+
+    def for_trials(self, incarnation: str) -> list[str]:
+        """The ``KEYS[1..10]`` of a trial script on ``incarnation``: the model's own keys,
+        the prefix of its trial keys and that of its idempotency records."""
+        return [*self.all_fixed(), self.trial_prefix(incarnation), self.idem_prefix]

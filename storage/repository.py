@@ -29,7 +29,7 @@ from storage.errors import (
     StorageError,
     Unavailable,
 )
-from storage.keys import Keys, graves_key, models_key
+from storage.keys import Keys, grave_trial_prefix, graves_key, models_key
 from storage.resp import ReplyError
 
 __all__ = [
@@ -288,14 +288,21 @@ class ModelStore:
         with many go to a grave that :meth:`sweep` empties); :class:`ModelNotFound` if
         there is none."""
         k = self.keys(name)
-        keys = [*k.all_fixed(), k.models, k.idem(idem.key) if idem else k.meta]
-        keys.append(graves_key(self.prefix))
-        args = [name, idem.digest if idem else "", keep_ms, GRAVE_BATCH]
-        reply = await self._run("DELETE", name, keys, args)
-        if reply[0] == b"mismatch":
-            raise Conflict(_REUSED)
-        if reply[0] == b"gone":
-            raise ModelNotFound(name)
+        fixed = [*k.all_fixed(), k.models, k.idem(idem.key) if idem else k.meta]
+        fixed.append(graves_key(self.prefix))
+        for _ in range(5):  # the model may be deleted and created again meanwhile
+            async with _redis_errors():
+                inc = _text(await self.client.hget(k.meta, "incarnation") or b"")
+            keys = [*fixed, k.trial_prefix(inc), k.grave(inc)]
+            args = [name, idem.digest if idem else "", keep_ms, GRAVE_BATCH, inc]
+            reply = await self._run("DELETE", name, keys, args)
+            if reply[0] == b"mismatch":
+                raise Conflict(_REUSED)
+            if reply[0] == b"gone":
+                raise ModelNotFound(name)
+            if reply[0] != b"moved":
+                return
+        raise Conflict(f"model {name!r} kept being created again: delete it again")
 
     async def sweep(self, budget: int = 100) -> int:
         """Delete the trial hashes of deleted models, at most ``budget`` batches; returns
@@ -306,7 +313,13 @@ class ModelStore:
                 grave = await self.client.srandmember(graves)
             if grave is None:
                 return 0
-            await self._run("SWEEP", "", [_text(grave), graves], [GRAVE_BATCH])
+            key = _text(grave)
+            trials = grave_trial_prefix(key)
+            if trials is None:  # not a grave: nothing to sweep
+                async with _redis_errors():
+                    await self.client.srem(graves, key)
+                continue
+            await self._run("SWEEP", "", [key, graves, trials], [GRAVE_BATCH])
         async with _redis_errors():
             return int(await self.client.scard(graves))
 
@@ -380,7 +393,7 @@ class ModelStore:
     async def read_statistics(self, name: str, now_ms: int) -> Statistics:
         """Counters, pending trials, the mistake curves and the learner summary, in one
         round trip."""
-        reply = await self._run("STATS", name, self._fixed(name), [now_ms])
+        reply = await self._run("STATS", name, self.keys(name).all_fixed(), [now_ms])
         _, flat, pending, overdue, curve, window, sv, doc = reply
         meta = dict(zip(flat[::2], flat[1::2], strict=True))
         doc = doc or None
@@ -406,7 +419,8 @@ class ModelStore:
         )
 
     async def save_summary(self, name: str, incarnation: str, version: int, doc: bytes) -> None:
-        await self._run("SUMMARY", name, self._fixed(name), [incarnation, version, doc])
+        keys = self.keys(name).for_trials(incarnation)
+        await self._run("SUMMARY", name, keys, [incarnation, version, doc])
 
     async def read_snapshot(self, name: str) -> tuple[int, bytes] | None:
         async with _redis_errors():
@@ -448,11 +462,9 @@ class ModelStore:
         entries = reply[3]
         return Sync(_int(reply[1], "version"), _int(reply[2], "folded"), list(entries))
 
-    def _fixed(self, name: str) -> list[str]:
-        return self.keys(name).all_fixed()
-
     async def sync(self, name: str, incarnation: str, known: int, fold: bytes, limit: int) -> Sync:
-        reply = await self._run("SYNC", name, self._fixed(name), [incarnation, known, fold, limit])
+        keys = self.keys(name).for_trials(incarnation)
+        reply = await self._run("SYNC", name, keys, [incarnation, known, fold, limit])
         return self._sync(reply)
 
     async def predict(
@@ -479,7 +491,7 @@ class ModelStore:
         for trial_id, x, p, s in items:
             args += [trial_id, x, p, s]
         trials = [k.trial(incarnation, t[0]) for t in items]
-        reply = await self._run("PREDICT", name, k.all_fixed() + trials, args)
+        reply = await self._run("PREDICT", name, k.for_trials(incarnation) + trials, args)
         sync = self._sync(reply)
         if reply[0] == b"stale":
             return sync, None
@@ -508,7 +520,7 @@ class ModelStore:
         for trial_id, y in items:
             args += [trial_id, y]
         trials = [k.trial(incarnation, t[0]) for t in items]
-        reply = await self._run("LABEL", name, k.all_fixed() + trials, args)
+        reply = await self._run("LABEL", name, k.for_trials(incarnation) + trials, args)
         out = []
         for r in reply[4]:
             status = _text(r[0])
@@ -539,7 +551,7 @@ class ModelStore:
         The sync's entries stop before the first appended item: the caller applies its
         own items."""
         k = self.keys(name)
-        keys = k.all_fixed()
+        keys = k.for_trials(incarnation)
         args: list[Any] = [incarnation, known, fold, limit, keep_ms]
         for g in groups:
             if g.idem is not None:
@@ -566,9 +578,8 @@ class ModelStore:
     ) -> bool:
         """Keep ``state`` as the model at ``version`` if newer; False if outcomes up to
         ``version`` are not folded yet."""
-        reply = await self._run(
-            "SNAPSHOT", name, self._fixed(name), [incarnation, version, state, fold, retain]
-        )
+        keys = self.keys(name).for_trials(incarnation)
+        reply = await self._run("SNAPSHOT", name, keys, [incarnation, version, state, fold, retain])
         return bool(reply[0] == b"ok")
 
     async def import_state(
@@ -587,7 +598,7 @@ class ModelStore:
         (the sync to catch up with, -1) when ``known`` is not current and fully folded.
         A retry with ``idem`` returns the first request's seq."""
         k = self.keys(name)
-        keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
+        keys = [*k.for_trials(incarnation), k.idem(idem.key) if idem else k.meta]
         args = [incarnation, known, state, fold, limit, idem.digest if idem else "", keep_ms]
         reply = await self._run("IMPORT", name, keys, args)
         if reply[0] == b"stale":

@@ -54,10 +54,12 @@ return {'ok', t[1]}
 
 DELETE = """
 -- KEYS: 1-8 the model's fixed keys, 9 the models set, 10 idempotency record (or a
--- placeholder), 11 the set of graves
+-- placeholder), 11 the set of graves, 12 the prefix of the trial keys of incarnation
+-- ARGV[5], 13 the grave of incarnation ARGV[5]
 -- ARGV: 1 name, 2 body hash or '', 3 record lifetime (ms), 4 most trial hashes deleted
--- here (beyond that they go to a grave)
--- Reply: {'ok'} | {'gone'} | {'mismatch'}
+-- here (beyond that they go to a grave), 5 the incarnation the caller read ('' for none)
+-- Reply: {'ok'} | {'gone'} | {'mismatch'} | {'moved'} (the model's incarnation is not
+-- ARGV[5]: nothing written, read it again)
 if ARGV[2] ~= '' then
   local old = redis.call('HMGET', KEYS[10], 'op', 'h')
   if old[1] then
@@ -70,17 +72,15 @@ if not inc then
   redis.call('SREM', KEYS[9], ARGV[1])
   return {'gone'}
 end
-local base = string.sub(KEYS[1], 1, -6)
-local tbase = base .. ':trial:' .. inc .. ':'
+if inc ~= ARGV[5] then return {'moved'} end
 if redis.call('ZCARD', KEYS[5]) <= tonumber(ARGV[4]) then
   for _, id in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
-    redis.call('DEL', tbase .. id)
+    redis.call('DEL', KEYS[12] .. id)
   end
   redis.call('DEL', KEYS[5])
 else
-  local grave = base .. ':grave:' .. inc
-  redis.call('RENAME', KEYS[5], grave)
-  redis.call('SADD', KEYS[11], grave)
+  redis.call('RENAME', KEYS[5], KEYS[13])
+  redis.call('SADD', KEYS[11], KEYS[13])
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8])
 redis.call('SREM', KEYS[9], ARGV[1])
@@ -92,17 +92,12 @@ return {'ok'}
 """
 
 SWEEP = """
--- KEYS: 1 a grave, 2 the set of graves
+-- KEYS: 1 a grave, 2 the set of graves, 3 the prefix of the trial keys the grave lists
 -- ARGV: 1 trial hashes to delete at most
 -- Reply: {'ok', trial ids left in the grave}
-local base, inc = string.match(KEYS[1], '^(.*):grave:(%x+)$')
-if not base then
-  redis.call('SREM', KEYS[2], KEYS[1])
-  return {'ok', 0}
-end
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 for _, id in ipairs(ids) do
-  redis.call('DEL', base .. ':trial:' .. inc .. ':' .. id)
+  redis.call('DEL', KEYS[3] .. id)
 end
 if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
 local left = redis.call('ZCARD', KEYS[1])
@@ -121,6 +116,7 @@ return {'ok'}
 SNAPSHOT = (
     PRELUDE
     + """
+-- KEYS: 1-10 those of every trial script (storage.scripts)
 -- ARGV: 1 incarnation, 2 version of the state, 3 state, 4 fold, 5 log entries to keep
 -- Reply: {'ok', snapshot version} | {'unfolded'} (fold up to the version first)
 -- Keeps the newer snapshot and trims the log to what follows it, but never below the
@@ -142,7 +138,8 @@ return {'ok', cur}
 IMPORT = (
     PRELUDE
     + """
--- KEYS[9]: idempotency record (or a placeholder when ARGV[6] is '')
+-- KEYS: 1-10 those of every trial script (storage.scripts), 11 idempotency record (or a
+-- placeholder when ARGV[6] is '')
 -- ARGV: 1 incarnation, 2 known version, 3 state, 4 fold, 5 limit, 6 body hash or '',
 -- 7 record lifetime (ms)
 -- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry) |
@@ -150,7 +147,7 @@ IMPORT = (
 -- Replaces the learner state: appends a reset entry (k = r) at seq and keeps the state as
 -- the snapshot at seq; workers that replay the reset entry reload from the snapshot.
 if ARGV[6] ~= '' then
-  local old = redis.call('HMGET', KEYS[9], 'op', 'h', 'a', 'inc')
+  local old = redis.call('HMGET', KEYS[11], 'op', 'h', 'a', 'inc')
   if old[1] then
     if old[1] == 'import' and old[2] == ARGV[6] then return {'repeat', old[3], old[4]} end
     return {'mismatch'}
@@ -168,8 +165,8 @@ redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3])
 redis.call('HSET', meta, 'version', version, 'folded', version)
 redis.call('HINCRBY', meta, 'imports', 1)
 if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[9], 'op', 'import', 'h', ARGV[6], 'a', version, 'inc', ARGV[1])
-  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[7]))
+  redis.call('HSET', KEYS[11], 'op', 'import', 'h', ARGV[6], 'a', version, 'inc', ARGV[1])
+  redis.call('PEXPIRE', KEYS[11], tonumber(ARGV[7]))
 end
 return {'ok', version}
 """
@@ -178,6 +175,7 @@ return {'ok', version}
 SUMMARY = (
     PRELUDE
     + """
+-- KEYS: 1-10 those of every trial script (storage.scripts)
 -- ARGV: 1 incarnation, 2 version the summary describes, 3 summary (JSON)
 -- Reply: {'ok'}; keeps the newer of the stored and the given summary
 local cur = tonumber(redis.call('HGET', KEYS[8], 'version') or '-1')
@@ -189,6 +187,7 @@ return {'ok'}
 )
 
 STATS = """
+-- KEYS: 1-8 the model's fixed keys
 -- ARGV: 1 now (ms)
 -- Reply: {'ok', meta (flat field/value list), pending, overdue, curve, window,
 --         summary version or '', summary or ''} | {'gone'}

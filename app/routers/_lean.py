@@ -1,34 +1,32 @@
 """Lean request handling for the per-trial routes, which run thousands of times a second.
 
-These routes read the body themselves and validate it with pydantic's JSON parser in one
-step, and answer with bytes from orjson, skipping FastAPI's generic body and response
-machinery. Their OpenAPI description is the same as a declared body's would be:
-:func:`body` puts the model's schema under ``components`` (see :func:`add_components`).
+These routes read and validate the body themselves (:class:`app.bodies.Body`) and answer
+with bytes from orjson, skipping FastAPI's generic body and response machinery. Their
+OpenAPI description is the same as a declared body's would be: :func:`body` puts the
+body's schema under ``components`` (see :func:`add_components`).
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Response
-from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ValidationError
 
+from app.bodies import Body
 from app.errors import BadInput
 from app.service import request_digest
 from storage.keys import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN, valid_idempotency_key, valid_name
 from storage.repository import Idempotency
 
-M = TypeVar("M", bound=BaseModel)
 _REF = "#/components/schemas/{model}"
-_MODELS: list[type[BaseModel]] = []
+_BODIES: list[Body[Any]] = []
 
 
-def body(model: type[BaseModel]) -> dict[str, Any]:
-    """``openapi_extra`` declaring ``model`` as the JSON request body."""
-    _MODELS.append(model)
-    ref = {"$ref": _REF.format(model=model.__name__)}
+def body(kind: Body[Any]) -> dict[str, Any]:
+    """``openapi_extra`` declaring ``kind`` as the JSON request body."""
+    _BODIES.append(kind)
+    ref = {"$ref": _REF.format(model=kind.name)}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
 
 
@@ -40,37 +38,13 @@ def add_components(app: FastAPI) -> None:
         if app.openapi_schema is None:
             doc = generate()
             schemas = doc.setdefault("components", {}).setdefault("schemas", {})
-            for model in _MODELS:
-                schema = model.model_json_schema(ref_template=_REF)
+            for kind in _BODIES:
+                schema = kind.schema(ref_template=_REF)
                 schemas.update(schema.pop("$defs", {}))
-                schemas[model.__name__] = schema
+                schemas[kind.name] = schema
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]
-
-
-def _plain(value: Any) -> bool:
-    """Whether orjson can write ``value`` (the answers are orjson's)."""
-    try:
-        orjson.dumps(value)
-    except TypeError:
-        return False
-    return True
-
-
-def parse(raw: bytes, model: type[M]) -> M:
-    """The body as ``model``; a 422 like FastAPI's own when it is not."""
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as e:
-        errors = e.errors(include_url=False, include_context=False)
-        for err in errors:
-            err["loc"] = ("body", *err["loc"])
-            if isinstance(err.get("input"), bytes):  # a body that is not UTF-8, say
-                err["input"] = err["input"][:64].decode("utf-8", "replace")
-            elif not _plain(err.get("input")):  # an integer beyond 64 bits, say
-                err["input"] = None
-        raise RequestValidationError(errors) from None
 
 
 def check_name(name: str) -> None:

@@ -148,9 +148,9 @@ async def _apply(
     args = [r.args for r in group]
     try:
         if op == "predict":
-            results = await service.predict(name, args, track=track)
+            results = await service.trials.predict(name, args, track=track)
         elif op == "label":
-            results = await service.label(name, args)
+            results = await service.trials.label(name, args)
         else:
             results = await _learn(service, name, group)
     except Exception as e:  # answered per request; the stream goes on
@@ -172,7 +172,7 @@ async def _learn(service: ModelService, name: str, group: list[Request]) -> list
             requests[-1][1].append(r.args)
         else:
             requests.append((r.idem, [r.args]))
-    return [res for out in await service.learn_groups(name, requests) for res in out]
+    return [res for out in await service.trials.learn_groups(name, requests) for res in out]
 
 
 class Closing(Exception):
@@ -230,7 +230,7 @@ async def _serve(ws: WebSocket, name: str, service: ModelService) -> None:
         await ws.close(code=4404, reason=f"not a model name: expected {NAME_PATTERN}")
         return
     try:
-        await service.live(name)
+        await service.replicas.live(name)
     except ModelNotFound as e:
         await ws.close(code=4404, reason=str(e))
         return

@@ -1,9 +1,10 @@
 """Trials: predict now, label later (exactly once), or learn with a known label.
 
-Each call is a plain function from (service, model name, raw body) to the answer's
+Each call is a plain function from (trial calls, model name, raw body) to the answer's
 document; the routes below declare them for OpenAPI and serve them, and
 :mod:`app.fastpath` serves the same functions ahead of the router, since they run
-thousands of times a second.
+thousands of times a second. Each reads its body with its one definition in
+:mod:`app.bodies`.
 """
 
 from __future__ import annotations
@@ -11,31 +12,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request, Response
 
-from app.deps import IdempotencyKeyDep, NameDep
+from app import bodies
+from app.bodies import Body
+from app.deps import IdempotencyKeyParam, NameParam
 from app.errors import BadInput
-from app.routers._lean import answer, body, check_name, idempotency, parse
-from app.schemas import (
-    BatchPublic,
-    Instance,
-    LabelBatchCreate,
-    LabelCreate,
-    LabelPublic,
-    LearnBatchCreate,
-    LearnCreate,
-    LearnPublic,
-    PredictBatchCreate,
-    PredictCreate,
-    PredictPublic,
-)
-from app.service import ModelService
+from app.routers._lean import answer, body, check_name, idempotency
+from app.schemas import BatchPublic, LabelPublic, LearnPublic, PredictPublic
 from app.status import item_error
+from app.trials import TrialCalls
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
-# (service, model name, raw body, Idempotency-Key header or None) -> the answer
-Handler = Callable[[ModelService, str, bytes, str | None], Awaitable[dict[str, Any]]]
+# (trial calls, model name, raw body, Idempotency-Key header or None) -> the answer
+Handler = Callable[[TrialCalls, str, bytes, str | None], Awaitable[dict[str, Any]]]
 Results = list[dict[str, Any] | Exception]
 
 
@@ -58,115 +48,86 @@ def _many(results: Results) -> dict[str, Any]:
     }
 
 
-def _limit(service: ModelService, n: int) -> None:
-    most = service.settings.max_batch_items
+def _limit(calls: TrialCalls, n: int) -> None:
+    most = calls.settings.max_batch_items
     if n > most:
         raise BadInput("items", f"{n} items: expected at most {most}")
 
 
-def _instance(x: Instance) -> dict[str, Any]:
-    out = {}
-    if x.features is not None:
-        out["features"] = x.features
-    if x.experts is not None:
-        out["experts"] = x.experts
-    return out
+PREDICT = Body(bodies.PredictCreate)
+LABEL = Body(bodies.LabelCreate)
+LEARN = Body(bodies.LearnCreate)
+PREDICT_BATCH = Body(bodies.PredictBatchCreate)
+LABEL_BATCH = Body(bodies.LabelBatchCreate)
+LEARN_BATCH = Body(bodies.LearnBatchCreate)
+
+
+def _instance(x: bodies.Instance) -> dict[str, Any]:
+    """The instance as the service takes it: without the parts given as null."""
+    features, experts = x.get("features"), x.get("experts")
+    if experts is None:
+        return {} if features is None else {"features": features}
+    return {"experts": experts} if features is None else {"features": features, "experts": experts}
 
 
 async def predict_one(
-    service: ModelService, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = parse(raw, PredictCreate)
-    return _one(await service.predict(name, [(_instance(b.instance), b.trial_id)], track=b.track))
+    b = PREDICT.read(raw)
+    item = (_instance(b["instance"]), b.get("trial_id"))
+    return _one(await calls.predict(name, [item], track=b.get("track", True)))
 
 
 async def label_one(
-    service: ModelService, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = parse(raw, LabelCreate)
-    return _one(await service.label(name, [(b.trial_id, b.label)]))
+    b = LABEL.read(raw)
+    return _one(await calls.label(name, [(b["trial_id"], b["label"])]))
 
 
 async def learn_one(
-    service: ModelService, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
 ) -> dict[str, Any]:
     check_name(name)
     idem = idempotency(key, "learn", name, raw)
-    b = parse(raw, LearnCreate)
-    return _one(await service.learn(name, [(_instance(b.instance), b.label)], idem))
+    b = LEARN.read(raw)
+    return _one(await calls.learn(name, [(_instance(b["instance"]), b["label"])], idem))
 
 
 async def predict_many(
-    service: ModelService, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = parse(raw, PredictBatchCreate)
-    _limit(service, len(b.items))
-    tracks = {i.track for i in b.items} if b.track is None else {b.track}
+    b = PREDICT_BATCH.read(raw)
+    _limit(calls, len(b["items"]))
+    track = b.get("track")
+    tracks = {i.get("track", True) for i in b["items"]} if track is None else {track}
     if len(tracks) > 1:
         raise BadInput("items", "mixed track values: expected all true or all false")
-    items = [(_instance(i.instance), i.trial_id) for i in b.items]
-    return _many(await service.predict(name, items, track=tracks.pop()))
+    items = [(_instance(i["instance"]), i.get("trial_id")) for i in b["items"]]
+    return _many(await calls.predict(name, items, track=tracks.pop()))
 
 
 async def label_many(
-    service: ModelService, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = parse(raw, LabelBatchCreate)
-    _limit(service, len(b.items))
-    return _many(await service.label(name, [(i.trial_id, i.label) for i in b.items]))
-
-
-_PLAIN_FEATURES = (dict, list, type(None))
-
-
-def _plain_learn_items(raw: bytes) -> list[tuple[dict[str, Any], Any]] | None:
-    """The items of a learn batch read by orjson, when the body plainly has the shape
-    :class:`LearnBatchCreate` takes (each item as :func:`_instance` would give it); None
-    to let pydantic read it, and judge it with FastAPI's errors."""
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    items = doc.get("items") if type(doc) is dict and len(doc) == 1 else None
-    if type(items) is not list or not items:
-        return None
-    out = []
-    for item in items:
-        if type(item) is not dict or len(item) != 2:
-            return None
-        x, label = item.get("instance"), item.get("label")
-        if type(x) is not dict or type(label) not in (str, int):  # no bool, no float
-            return None
-        # Experts and other odd features go to pydantic: orjson reads an integer beyond
-        # 64 bits as a float, which an error message would show otherwise.
-        features = x.get("features")
-        if (
-            len(x) != ("features" in x) + ("experts" in x)
-            or x.get("experts") is not None
-            or type(features) not in _PLAIN_FEATURES
-        ):
-            return None
-        if len(x) != 1 or features is None:  # drop nulls, as _instance does
-            x = {} if features is None else {"features": features}
-        out.append((x, label))
-    return out
+    b = LABEL_BATCH.read(raw)
+    _limit(calls, len(b["items"]))
+    return _many(await calls.label(name, [(i["trial_id"], i["label"]) for i in b["items"]]))
 
 
 async def learn_many(
-    service: ModelService, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
 ) -> dict[str, Any]:
     check_name(name)
     idem = idempotency(key, "learn/batch", name, raw)
-    items = _plain_learn_items(raw)
-    if items is None:
-        b = parse(raw, LearnBatchCreate)
-        items = [(_instance(i.instance), i.label) for i in b.items]
-    _limit(service, len(items))
-    return _many(await service.learn(name, items, idem))
+    b = LEARN_BATCH.read(raw)
+    _limit(calls, len(b["items"]))
+    items = [(_instance(i["instance"]), i["label"]) for i in b["items"]]
+    return _many(await calls.learn(name, items, idem))
 
 
 # every trial call by its path after /v1/models/{name}/
@@ -181,20 +142,20 @@ HANDLERS: dict[str, Handler] = {
 
 
 async def _serve(request: Request, call: str) -> Response:
-    service = request.app.state.service
+    calls = request.app.state.service.trials
     name = request.path_params["name"]
     key = request.headers.get("idempotency-key")
-    return answer(await HANDLERS[call](service, name, await request.body(), key))
+    return answer(await HANDLERS[call](calls, name, await request.body(), key))
 
 
-@router.post("/predict", response_model=PredictPublic, openapi_extra=body(PredictCreate))
-async def predict(name: NameDep, request: Request) -> Response:
+@router.post("/predict", response_model=PredictPublic, openapi_extra=body(PREDICT))
+async def predict(name: NameParam, request: Request) -> Response:
     """Predict a label; unless ``track`` is false, keep the trial until its label comes."""
     return await _serve(request, "predict")
 
 
-@router.post("/label", response_model=LabelPublic, openapi_extra=body(LabelCreate))
-async def label(name: NameDep, request: Request) -> Response:
+@router.post("/label", response_model=LabelPublic, openapi_extra=body(LABEL))
+async def label(name: NameParam, request: Request) -> Response:
     """Give a predicted trial its true label: applied exactly once.
 
     ``mistake`` compares the label with the prediction that was served. The same label
@@ -204,8 +165,8 @@ async def label(name: NameDep, request: Request) -> Response:
     return await _serve(request, "label")
 
 
-@router.post("/learn", response_model=LearnPublic, openapi_extra=body(LearnCreate))
-async def learn(name: NameDep, request: Request, key: IdempotencyKeyDep = None) -> Response:
+@router.post("/learn", response_model=LearnPublic, openapi_extra=body(LEARN))
+async def learn(name: NameParam, request: Request, key: IdempotencyKeyParam = None) -> Response:
     """One trial whose label is already known: predict, judge and learn at once."""
     return await _serve(request, "learn")
 
@@ -213,24 +174,26 @@ async def learn(name: NameDep, request: Request, key: IdempotencyKeyDep = None) 
 @router.post(
     "/predict/batch",
     response_model=BatchPublic[PredictPublic],
-    openapi_extra=body(PredictBatchCreate),
+    openapi_extra=body(PREDICT_BATCH),
 )
-async def predict_batch(name: NameDep, request: Request) -> Response:
+async def predict_batch(name: NameParam, request: Request) -> Response:
     """Several predictions by the same hypothesis; one result or error per item, in order."""
     return await _serve(request, "predict/batch")
 
 
 @router.post(
-    "/label/batch", response_model=BatchPublic[LabelPublic], openapi_extra=body(LabelBatchCreate)
+    "/label/batch", response_model=BatchPublic[LabelPublic], openapi_extra=body(LABEL_BATCH)
 )
-async def label_batch(name: NameDep, request: Request) -> Response:
+async def label_batch(name: NameParam, request: Request) -> Response:
     """Several labels, applied in order as one sequence; one result or error per item."""
     return await _serve(request, "label/batch")
 
 
 @router.post(
-    "/learn/batch", response_model=BatchPublic[LearnPublic], openapi_extra=body(LearnBatchCreate)
+    "/learn/batch", response_model=BatchPublic[LearnPublic], openapi_extra=body(LEARN_BATCH)
 )
-async def learn_batch(name: NameDep, request: Request, key: IdempotencyKeyDep = None) -> Response:
+async def learn_batch(
+    name: NameParam, request: Request, key: IdempotencyKeyParam = None
+) -> Response:
     """Several trials with known labels, learned in order as one sequence."""
     return await _serve(request, "learn/batch")

@@ -221,7 +221,7 @@ def majority_model(name: str, n: int = 20, k: int = 5) -> dict[str, Any]:
 
 def majority_payloads(count: int, rng: np.random.Generator) -> list[tuple[dict[str, Any], int]]:
     """``count`` (instance payload, label) pairs of MajorityProblem(n=20, r=10, k=5, 5 % noise)."""
-    from models.datasets import MajorityProblem
+    from models.inputs.datasets import MajorityProblem
 
     problem = MajorityProblem(n=20, r=10, k=5, noise=0.05)
     votes = problem.sample_votes(count, rng)

@@ -2,55 +2,15 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
+from _server import ServerThread
 
 from app.config import Settings
-from app.main import create_app
 from models.warm import warm_kernels
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ServerThread:
-    """uvicorn in a thread of this process, stopped on exit."""
-
-    def __init__(self, settings: Settings, app: FastAPI | None = None) -> None:
-        self.port = free_port()
-        config = uvicorn.Config(
-            app or create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 @pytest.fixture(scope="session", autouse=True)

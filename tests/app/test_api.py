@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from app.live import build_model
-from models.datasets import MajorityProblem
+from models.inputs.datasets import MajorityProblem
 
 FUSION = {
     "labels": ["cat", "dog", "bird"],

@@ -16,7 +16,7 @@ import pytest
 from _browser import chromium, read_card, wait_for
 from selenium import webdriver
 
-from models.datasets import MajorityProblem
+from models.inputs.datasets import MajorityProblem
 
 PROBLEM = MajorityProblem(n=20, r=10, k=5, noise=0.05)
 NAMES = [f"clf{i}" for i in range(PROBLEM.n_experts)]

@@ -19,7 +19,7 @@ import redis
 import websockets
 
 from app.config import Settings
-from models.base import UpdateRefused
+from models.core.learner import UpdateRefused
 from models.registry import build
 from storage.keys import Keys
 
@@ -284,7 +284,9 @@ def test_unknown_names_leave_nothing_behind(api_settings: Settings, server_threa
         for i in range(200):
             r = c.post(f"/v1/models/nobody-{i}/predict", json={"instance": VOTE})
             assert r.status_code == 404
-        assert not service._loading and not any(n.startswith("nobody") for n in service._live)
+        assert not service.replicas._loading and not any(
+            n.startswith("nobody") for n in service.replicas._live
+        )
 
 
 # -- finding 7: trial ids nobody can guess -----------------------------------------------

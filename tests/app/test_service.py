@@ -61,11 +61,11 @@ async def test_workers_interleave_and_agree(services: list[ModelService]) -> Non
     for i, (x, y) in enumerate(data):
         worker = services[i % 3]
         if i % 2:
-            results += await worker.learn("m", [(x, y)])
+            results += await worker.trials.learn("m", [(x, y)])
         else:
-            (p,) = await worker.predict("m", [(x, None)])
+            (p,) = await worker.trials.predict("m", [(x, None)])
             assert isinstance(p, dict)
-            results += await c.label("m", [(p["trial_id"], y)])
+            results += await c.trials.label("m", [(p["trial_id"], y)])
     assert all(isinstance(r, dict) for r in results)
     states = [(await s.export_state("m")) for s in services]
     assert states[0][0] == 90 and states[0] == states[1] == states[2]
@@ -82,7 +82,7 @@ async def test_snapshots_trim_the_log_and_a_new_worker_starts_from_one(
     a = services[0]
     await a.create_model("m", CONFIG)
     for chunk in range(5):
-        await a.learn("m", trials(20, chunk))
+        await a.trials.learn("m", trials(20, chunk))
         await asyncio.sleep(0.1)  # fold, then the snapshot (a background task) follows
     snap = await a.store.read_snapshot("m")
     assert snap is not None and snap[0] >= 80
@@ -90,19 +90,19 @@ async def test_snapshots_trim_the_log_and_a_new_worker_starts_from_one(
     assert first <= snap[0] + 1 and n <= 100 - snap[0] + 4
     late = services[1]  # never saw this model: loads the snapshot, replays the rest
     assert await late.export_state("m") == await a.export_state("m")
-    assert (await late.live("m")).snapshot_version == snap[0]
+    assert (await late.replicas.live("m")).snapshot_version == snap[0]
 
 
 async def test_state_import_reaches_other_workers(services: list[ModelService]) -> None:
     a, b, _ = services
     await a.create_model("m", CONFIG)
     await a.create_model("n", CONFIG)
-    await a.learn("m", trials(30, 1))
-    await b.learn("n", trials(5, 2))  # b holds n in memory
+    await a.trials.learn("m", trials(30, 1))
+    await b.trials.learn("n", trials(5, 2))  # b holds n in memory
     _, state = await a.export_state("m")
     seq = await a.import_state("n", state)
     assert seq == 6
-    await b.learn("n", trials(1, 3))  # b replays the import entry: reloads, then learns
+    await b.trials.learn("n", trials(1, 3))  # b replays the import entry: reloads, then learns
     (_, from_b), (_, from_a) = await b.export_state("n"), await a.export_state("n")
     assert from_a == from_b and from_b["counters"]["trials"] == 31
 
@@ -114,13 +114,13 @@ async def test_least_recently_used_models_leave_memory(redis_url: str, redis_pre
     try:
         for name in ("a", "b", "c"):
             await service.create_model(name, CONFIG)
-            await service.learn(name, trials(5, 1))
-        await service.learn("b", trials(5, 2))  # a is now the least recently used
-        await service.learn("c", trials(5, 3))
-        assert set(service._live) == {"b", "c"}
-        results = await service.learn("a", trials(5, 4))  # loaded again from Redis
+            await service.trials.learn(name, trials(5, 1))
+        await service.trials.learn("b", trials(5, 2))  # a is now the least recently used
+        await service.trials.learn("c", trials(5, 3))
+        assert set(service.replicas._live) == {"b", "c"}
+        results = await service.trials.learn("a", trials(5, 4))  # loaded again from Redis
         assert all(isinstance(r, dict) for r in results)
-        assert set(service._live) == {"a", "c"}
+        assert set(service.replicas._live) == {"a", "c"}
         version, state = await service.export_state("a")
         assert version == 10 and state["counters"]["trials"] == 10
     finally:

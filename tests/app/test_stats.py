@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from models.datasets import MajorityProblem
+from models.inputs.datasets import MajorityProblem
 
 PROBLEM = MajorityProblem(n=20, r=10, k=5, noise=0.05)
 NAMES = [f"clf{i}" for i in range(PROBLEM.n_experts)]

@@ -10,7 +10,7 @@ import orjson
 import pytest
 import websockets
 
-from models.datasets import MajorityProblem
+from models.inputs.datasets import MajorityProblem
 
 FUSION = {
     "labels": ["cat", "dog"],

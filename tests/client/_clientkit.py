@@ -1,19 +1,14 @@
-"""Shared pieces of the client tests: model configs, the app served in a thread, a
-transport that counts requests."""
+"""Shared pieces of the client tests: model configs, a transport that counts requests, a
+proxy that loses answers."""
 
 from __future__ import annotations
 
-import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
-import uvicorn
 
-from app.config import Settings
-from app.main import create_app
-from client import Retry
+from committee_client import Retry
 
 MAX_BODY = 64 * 1024
 FUSION = {
@@ -27,38 +22,6 @@ SPARSE = {
     "learner": {"kind": "balanced-winnow", "alpha": 1.2},
 }
 FAST = Retry(attempts=3, backoff=0.01, max_delay=0.05, jitter=0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Served:
-    """The app in a uvicorn thread of this process, stopped on exit."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.port = free_port()
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Served:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 class Counting(httpx.HTTPTransport):

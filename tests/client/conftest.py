@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _clientkit import FAST, MAX_BODY, Served
+from _clientkit import FAST, MAX_BODY
+from _server import ServerThread
 
 from app.config import Settings
-from client import Client
+from committee_client import Client
 from storage.server import EmbeddedRedis
 
 
@@ -23,8 +24,8 @@ def service_url(redis_url: str) -> Iterator[str]:
     """Base URL of the app served for the client tests (small body limit: 64 KiB)."""
     prefix = f"c-{uuid.uuid4().hex[:12]}"
     settings = Settings(redis_url=redis_url, key_prefix=prefix, max_body_bytes=MAX_BODY)
-    with Served(settings) as served:
-        yield served.url
+    with ServerThread(settings) as server:
+        yield server.url
 
 
 @pytest.fixture
@@ -50,8 +51,8 @@ def own_redis() -> Iterator[EmbeddedRedis]:
 def fragile(own_redis: EmbeddedRedis) -> Iterator[str]:
     """Base URL of an app over ``own_redis``."""
     settings = Settings(redis_url=own_redis.url, key_prefix="fragile")
-    with Served(settings) as served:
-        yield served.url
+    with ServerThread(settings) as server:
+        yield server.url
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from _clientkit import FUSION, MAX_BODY, SPARSE
 
-from client import (
+from committee_client import (
     BatchItem,
     Client,
     CommitteeError,

@@ -8,9 +8,10 @@ import threading
 import time
 
 import pytest
-from _clientkit import FUSION, Counting, LossyProxy, free_port
+from _clientkit import FUSION, Counting, LossyProxy
+from _server import free_port
 
-from client import Client, ConnectionFailed, Retry, Unavailable
+from committee_client import Client, ConnectionFailed, Retry, Unavailable
 from storage.server import EmbeddedRedis
 
 INST = {"experts": {"cnn": "dog"}}

@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _clientkit import FUSION, SPARSE, free_port
+from _clientkit import FUSION, SPARSE
+from _server import free_port
 
-from client import (
+from committee_client import (
     Client,
     Conflict,
     ConnectionFailed,

@@ -4,8 +4,8 @@ Every learner kind in ``models.registry.KINDS`` appears here with its important 
 A test that takes an argument named ``case`` runs once per entry of :data:`CASES`; a
 :class:`Case` builds its learner through the registry and generates seeded trial streams
 that mix every instance form the learners accept (dense arrays, lists, sparse mappings,
-:class:`~models.instance.Attributes` / :class:`~models.instance.Experts`), with active sets
-that change from trial to trial and some empty instances.
+:class:`~models.core.instance.Attributes` / :class:`~models.core.instance.Experts`), with
+active sets that change from trial to trial and some empty instances.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from models import registry
-from models.base import Learner
-from models.instance import Attributes, Experts
+from models.core.instance import Attributes, Experts
+from models.core.learner import Learner
 
 N_FEATURES = 10
 N_EXPERTS = 8

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from models.alma import ALMA, inverse_link, link
-from models.params import InvalidParameter
-from models.state import InvalidState
+from models.core.params import InvalidParameter
+from models.core.state import InvalidState
+from models.learners.alma import ALMA, inverse_link, link
 
 SQRT2 = math.sqrt(2)
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from models import registry
-from models.base import Learner, UpdateRefused
-from models.datasets import MajorityProblem
-from models.voting import VCombine
+from models.core.learner import Learner, UpdateRefused
+from models.inputs.datasets import MajorityProblem
+from models.voting.vcombine import VCombine
 
 BW = {"kind": "balanced-winnow", "alpha": 1e150, "theta": 0.5}
 #: Multi-class Winnow's weights collapse under random labels before one passes 1e300 by

@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 
 from models import registry
-from models.bagging import (
+from models.core.instance import Experts, InvalidInstance
+from models.core.learner import Learner
+from models.core.params import InvalidParameter
+from models.core.state import InvalidState, encode_array
+from models.ensembles.bagging import (
     OnlineBagging,
     OnlineBoosting,
     boosting_scores,
     boosting_weights,
     trial_rng,
 )
-from models.base import Learner
-from models.ecoc import ECOC
-from models.instance import Experts, InvalidInstance
-from models.params import InvalidParameter
-from models.state import InvalidState, encode_array
+from models.ensembles.ecoc import ECOC
 
 
 @pytest.fixture(autouse=True)

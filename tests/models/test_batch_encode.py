@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.inputs import InputSpace
-from models.instance import Attributes
+from models.core.instance import Attributes
+from models.inputs.space import InputSpace
 
 
 def outcome(space: InputSpace, payload: Any, form: str) -> Any:

@@ -12,13 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from models.balanced import BalancedWinnow
-from models.committee import Committee
-from models.datasets import MajorityProblem
-from models.instance import AttributeBatch, Attributes, Experts
-from models.subexpert import SubExpert
-from models.weighted_majority import WeightedMajority
-from models.winnow import Winnow
+from models.core.instance import AttributeBatch, Attributes, Experts
+from models.inputs.datasets import MajorityProblem
+from models.learners.balanced import BalancedWinnow
+from models.learners.committee import Committee
+from models.learners.weighted_majority import WeightedMajority
+from models.learners.winnow import Winnow
+from models.wrappers.subexpert import SubExpert
 
 SEEDS = range(30)
 

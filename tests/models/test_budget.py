@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from models import registry
-from models.base import Learner
 from models.budget import ESTIMATORS, MAX_LEARNERS, check_spec, count_learners, estimate_bytes
-from models.instance import Attributes, Experts
-from models.params import InvalidParameter
+from models.core.instance import Attributes, Experts
+from models.core.learner import Learner
+from models.core.params import InvalidParameter
 
 P, BW = {"kind": "perceptron"}, {"kind": "balanced-winnow"}
 SE = {"kind": "subexpert", "learner": BW}

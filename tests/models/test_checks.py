@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from models import registry
-from models._kernels import argmax_first
-from models.base import Learner, Outcome, UnknownLabel
-from models.instance import AttributeBatch, Attributes, Experts, InvalidInstance
-from models.state import encode_array
+from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
+from models.core.learner import Learner, Outcome, UnknownLabel
+from models.core.state import encode_array
+from models.kernels.common import argmax_first
 
 TRAIN, HELD_OUT, MORE = 11, 22, 33  # stream seeds
 
@@ -401,7 +401,7 @@ def test_snapshot_rejects_class_beyond_its_labels(all_cases: list[Any]) -> None:
     cases = [(c.id, c.spec, c.labels, c.size) for c in all_cases if not c.attributes]
     code = f"""
         from models import registry
-        from models.instance import Experts, InvalidInstance
+        from models.core.instance import Experts, InvalidInstance
         for name, spec, labels, size in {cases!r}:
             snap = registry.build(spec, labels=labels, size=size).snapshot()
             try:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from models import registry
-from models.params import InvalidParameter
-from models.state import InvalidState, decode_array
+from models.core.params import InvalidParameter
+from models.core.state import InvalidState, decode_array
 
 P, BW = {"kind": "perceptron"}, {"kind": "balanced-winnow"}
 SE = {"kind": "subexpert", "learner": BW}

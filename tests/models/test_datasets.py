@@ -5,7 +5,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from models.datasets import MajorityProblem, majority_target, sparse_disjunction_stream
+from models.inputs.datasets import MajorityProblem, majority_target, sparse_disjunction_stream
 
 
 def test_target_weights_and_margin_match_s4():

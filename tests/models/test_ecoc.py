@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 from models import registry
-from models.base import Learner
-from models.ecoc import (
+from models.core.instance import InvalidInstance
+from models.core.learner import Learner
+from models.core.params import InvalidParameter
+from models.core.state import InvalidState, encode_array
+from models.ensembles.ecoc import (
     ECOC,
     dense_code,
     exhaustive_code,
@@ -23,9 +26,6 @@ from models.ecoc import (
     one_per_class_code,
     random_code,
 )
-from models.instance import InvalidInstance
-from models.params import InvalidParameter
-from models.state import InvalidState, encode_array
 
 
 @pytest.fixture(autouse=True)

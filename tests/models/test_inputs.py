@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.base import UnknownLabel
-from models.inputs import InputSpace
-from models.instance import Attributes, Experts, InvalidInstance
-from models.params import InvalidParameter
+from models.core.instance import Attributes, Experts, InvalidInstance
+from models.core.learner import UnknownLabel
+from models.core.params import InvalidParameter
+from models.inputs.space import InputSpace
 
 LABELS = ["spam", "ham", "eggs"]
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from models.instance import (
+from models.core.instance import (
     AttributeBatch,
     Attributes,
     Experts,

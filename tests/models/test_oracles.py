@@ -12,12 +12,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from models.balanced import BalancedWinnow
-from models.committee import Committee
-from models.instance import Attributes, attributes_as_experts
-from models.multiclass_winnow import MulticlassWinnow
-from models.subexpert import SubExpert
-from models.winnow import Winnow
+from models.core.instance import Attributes, attributes_as_experts
+from models.learners.balanced import BalancedWinnow
+from models.learners.committee import Committee
+from models.learners.multiclass_winnow import MulticlassWinnow
+from models.learners.winnow import Winnow
+from models.wrappers.subexpert import SubExpert
 
 # -- §6.1 S1 disjunction trace (Winnow, n = theta = 1024, alpha = 2, >= theta) -----------
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.balanced import BalancedWinnow
-from models.committee import Committee
-from models.instance import Attributes, Experts, attributes_as_experts
-from models.subexpert import SubExpert
-from models.weighted_majority import WeightedMajority
+from models.core.instance import Attributes, Experts, attributes_as_experts
+from models.learners.balanced import BalancedWinnow
+from models.learners.committee import Committee
+from models.learners.weighted_majority import WeightedMajority
+from models.wrappers.subexpert import SubExpert
 
 SEED = st.integers(0, 2**32 - 1)
 PROPERTY = settings(max_examples=25, deadline=None)

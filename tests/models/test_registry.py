@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models import registry
-from models.base import Learner
-from models.params import InvalidParameter
+from models.core.learner import Learner
+from models.core.params import InvalidParameter
 
 #: The parameters each kind needs beyond the context (labels and size).
 MINIMAL = {

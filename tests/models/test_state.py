@@ -1,6 +1,6 @@
 """State documents (STYLE.md #6): exact round trips, and every corruption rejected cleanly.
 
-A corrupted document must raise :class:`~models.state.InvalidState`, never another
+A corrupted document must raise :class:`~models.core.state.InvalidState`, never another
 exception, and a failed import must leave the learner exactly as it was.
 """
 
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import models
 from models import registry
-from models.base import Learner
-from models.state import FORMAT, VERSION, InvalidState, encode_array
+from models.core.learner import Learner
+from models.core.state import FORMAT, VERSION, InvalidState, encode_array
 
 Doc = dict[str, Any]
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

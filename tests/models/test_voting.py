@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from models import registry
-from models._kernels import argmax_first
-from models.base import Learner
-from models.datasets import MajorityProblem, sparse_disjunction_stream
-from models.params import InvalidParameter
-from models.state import InvalidState, decode_array, encode_array
-from models.voting import (
+from models.core.learner import Learner
+from models.core.params import InvalidParameter
+from models.core.state import InvalidState, decode_array, encode_array
+from models.inputs.datasets import MajorityProblem, sparse_disjunction_stream
+from models.kernels.common import argmax_first
+from models.voting.vcombine import (
     VCombine,
     VotingHypothesis,
     creation_spacing,

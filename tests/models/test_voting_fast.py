@@ -1,4 +1,4 @@
-"""V-Combine's compiled trial (models.voting_fast) against the composed reference path.
+"""V-Combine's compiled trial (models.voting.compiled) against the composed reference path.
 
 The compiled path must be an optimisation only: the same outcomes, predictions, member
 counters and state, bit for bit, on every trial.
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from models import registry
-from models.datasets import MajorityProblem
-from models.instance import Experts
-from models.voting import VCombine
+from models.core.instance import Experts
+from models.inputs.datasets import MajorityProblem
+from models.voting.vcombine import VCombine
 
 K = 5
 N = MajorityProblem().n_experts

@@ -7,12 +7,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models.averaging import Averaging
-from models.base import Learner
-from models.datasets import MajorityProblem
-from models.instance import Attributes
-from models.recycling import Recycling
+from models.core.instance import Attributes
+from models.core.learner import Learner
+from models.inputs.datasets import MajorityProblem
 from models.registry import build
+from models.wrappers.averaging import Averaging
+from models.wrappers.recycling import Recycling
 
 LABELS = [0, 1, 2, 3, 4]
 

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from models.instance import Attributes
+from models.core.instance import Attributes
 from storage.codec import encode_instance
 from storage.errors import Conflict, CorruptData, Full, ModelNotFound
 from storage.repository import GRAVE_BATCH, Idempotency, LearnGroup, ModelStore

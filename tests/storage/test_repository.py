@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from models.instance import Attributes, Experts
+from models.core.instance import Attributes, Experts
 from storage.codec import decode_entry, decode_instance, encode_instance
 from storage.errors import Conflict, CorruptData, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Sync

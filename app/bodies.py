@@ -1,0 +1,168 @@
+"""The request bodies of the trial calls: one definition each, which both validates and
+documents.
+
+Each body is a ``TypedDict`` that pydantic validates and OpenAPI describes (through
+:class:`Body`). The calls run thousands of times a second, so :meth:`Body.read` decodes a
+body with orjson and validates the document it gives, which is several times faster than
+pydantic's reading of the raw JSON; a body that does not fit is read again by the same
+rules from its raw JSON, for FastAPI's 422 and its messages.
+
+Numbers are read as orjson reads them (an integer beyond 64 bits becomes a float), also
+in the few bodies orjson refuses but pydantic reads (``NaN``, ``Infinity``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Generic, NotRequired, TypeVar
+
+import orjson
+import pydantic_core
+from fastapi.exceptions import RequestValidationError
+from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
+
+from app.names import TrialId
+from app.schemas import EXAMPLE_INSTANCE, Label
+
+__all__ = [
+    "Body",
+    "Instance",
+    "LabelBatchCreate",
+    "LabelCreate",
+    "LearnBatchCreate",
+    "LearnCreate",
+    "PredictBatchCreate",
+    "PredictCreate",
+]
+
+T = TypeVar("T")
+_INTS = (-(2**63), 2**64 - 1)  # the integers orjson reads as integers
+
+
+def _examples(*docs: dict[str, Any]) -> ConfigDict:
+    return ConfigDict(extra="forbid", json_schema_extra={"examples": list(docs)})
+
+
+@with_config(_examples(EXAMPLE_INSTANCE))
+class Instance(TypedDict, total=False):
+    features: Annotated[
+        Any,
+        Field(
+            None,
+            description="a dense list, or {feature: value} (index or name)",
+            examples=[[1, 0]],
+        ),
+    ]
+    experts: Annotated[
+        dict[str, Any] | None,
+        Field(
+            None,
+            description="{expert: vote}; a vote is {label: score}, a list of scores in label "
+            "order, or a label",
+        ),
+    ]
+
+
+@with_config(_examples({"instance": EXAMPLE_INSTANCE, "trial_id": "photo-1"}))
+class PredictCreate(TypedDict):
+    instance: Instance
+    trial_id: NotRequired[
+        Annotated[TrialId | None, Field(None, description="your id for this trial, else made up")]
+    ]
+    track: NotRequired[
+        Annotated[StrictBool, Field(True, description="false: only predict, expect no label")]
+    ]
+
+
+@with_config(_examples({"trial_id": "photo-1", "label": "cat"}))
+class LabelCreate(TypedDict):
+    trial_id: TrialId
+    label: Label
+
+
+@with_config(_examples({"instance": EXAMPLE_INSTANCE, "label": "cat"}))
+class LearnCreate(TypedDict):
+    instance: Instance
+    label: Label
+
+
+@with_config(ConfigDict(extra="forbid"))
+class PredictBatchCreate(TypedDict):
+    items: Annotated[list[PredictCreate], Field(min_length=1)]
+    track: NotRequired[
+        Annotated[StrictBool | None, Field(None, description="overrides each item's track")]
+    ]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class LabelBatchCreate(TypedDict):
+    items: Annotated[list[LabelCreate], Field(min_length=1)]
+
+
+@with_config(ConfigDict(extra="forbid"))
+class LearnBatchCreate(TypedDict):
+    items: Annotated[list[LearnCreate], Field(min_length=1)]
+
+
+def _as_orjson(v: Any) -> Any:
+    """A document pydantic read, with the numbers orjson would have read."""
+    if isinstance(v, dict):
+        return {k: _as_orjson(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_as_orjson(x) for x in v]
+    if type(v) is int and not _INTS[0] <= v <= _INTS[1]:
+        return float(v)
+    return v
+
+
+def _decode(raw: bytes) -> Any:
+    """The JSON document ``raw``; ValueError if it is not one."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:  # NaN or Infinity, say, which pydantic reads
+        return _as_orjson(pydantic_core.from_json(raw))
+
+
+def _plain(value: Any) -> bool:
+    """Whether orjson can write ``value`` (the answers are orjson's)."""
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _refused(e: ValidationError) -> RequestValidationError:
+    """FastAPI's 422 for a body that does not fit."""
+    errors = e.errors(include_url=False, include_context=False)
+    for err in errors:
+        err["loc"] = ("body", *err["loc"])
+        if isinstance(err.get("input"), bytes):  # a body that is not UTF-8, say
+            err["input"] = err["input"][:64].decode("utf-8", "replace")
+        elif not _plain(err.get("input")):  # an integer beyond 64 bits, say
+            err["input"] = None
+    return RequestValidationError(errors)
+
+
+class Body(Generic[T]):
+    """A request body of type ``kind``: :meth:`read` validates one, :meth:`schema`
+    describes it."""
+
+    def __init__(self, kind: type[T]) -> None:
+        self.name = kind.__name__
+        self._adapter: TypeAdapter[T] = TypeAdapter(kind)
+
+    def read(self, raw: bytes) -> T:
+        """The body ``raw`` as a ``kind``; a 422 like FastAPI's own when it is not one."""
+        try:
+            return self._adapter.validate_python(_decode(raw))
+        except ValueError:  # not JSON, or not a kind (ValidationError is a ValueError)
+            pass
+        try:  # the same rules on the raw JSON, for their errors
+            return self._adapter.validate_json(raw)
+        except ValidationError as e:
+            raise _refused(e) from None
+
+    def schema(self, ref_template: str) -> dict[str, Any]:
+        """The JSON Schema of the body, its parts under ``$defs``."""
+        return self._adapter.json_schema(ref_template=ref_template)

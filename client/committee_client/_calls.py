@@ -1,0 +1,210 @@
+"""Every API call as a :class:`Call`: method, path, body, how to read the answer, and
+whether it may be retried. Both clients run the same calls; only the I/O differs.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from pydantic import TypeAdapter
+
+from committee_client.types import (
+    BatchItem,
+    Instance,
+    Label,
+    Labelled,
+    Learned,
+    LearnerKind,
+    Model,
+    Prediction,
+    State,
+    Stats,
+)
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One request and the reading of its answer; ``idempotent`` allows retrying it
+    after any failure, ``retried`` False never retries it (a probe answers at once).
+    ``key`` is sent as the ``Idempotency-Key`` header: the service answers every retry of
+    a write with its first answer."""
+
+    method: str
+    path: str
+    read: Callable[[Any], R]
+    body: Any = None
+    idempotent: bool = True
+    retried: bool = True
+    key: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        out = {} if self.body is None else {"content-type": "application/json"}
+        if self.key is not None:
+            out["idempotency-key"] = self.key
+        return out
+
+    def content(self) -> bytes | None:
+        return None if self.body is None else encode(self.body)
+
+
+def _plain(o: Any) -> Any:
+    """numpy arrays and scalars (anything with ``tolist``) as plain JSON values."""
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def encode(body: Any) -> bytes:
+    """JSON for the service. NaN and infinities are sent as such, for the service to refuse
+    with a 422 naming the field (a JSON null would silently mean "abstains")."""
+    return json.dumps(body, default=_plain, separators=(",", ":")).encode()
+
+
+def new_key() -> str:
+    """An idempotency key for one write, the same for all its retries."""
+    return uuid.uuid4().hex
+
+
+def new_trial_id() -> str:
+    """A trial id of the client's making, so a retried predict finds its first answer."""
+    return uuid.uuid4().hex
+
+
+def _model(name: str, *rest: str) -> str:
+    return "/".join(["/v1/models", quote(name, safe=""), *rest])
+
+
+def _reader(tp: Any) -> Callable[[Any], Any]:
+    return TypeAdapter(tp).validate_python
+
+
+_model_list = _reader(list[Model])
+_learners = _reader(list[LearnerKind])
+_predictions = _reader(list[BatchItem[Prediction]])
+_labels = _reader(list[BatchItem[Labelled]])
+_learned = _reader(list[BatchItem[Learned]])
+
+
+def _none(_: Any) -> None:
+    return None
+
+
+def alive() -> Call[dict[str, Any]]:
+    return Call("GET", "/healthz", dict, retried=False)
+
+
+def ready() -> Call[dict[str, Any]]:
+    return Call("GET", "/readyz", dict, retried=False)
+
+
+def create_model(
+    name: str,
+    labels: Sequence[Label],
+    learner: Mapping[str, Any] | str,
+    attributes: Mapping[str, Any] | None,
+    experts: Mapping[str, Any] | None,
+    label_ttl: float | None,
+) -> Call[Model]:
+    spec = {"kind": learner} if isinstance(learner, str) else dict(learner)
+    source = {"attributes": attributes, "experts": experts}
+    body: dict[str, Any] = {
+        "name": name,
+        "labels": list(labels),
+        "input": {k: v for k, v in source.items() if v is not None},
+        "learner": spec,
+    }
+    if label_ttl is not None:
+        body["label_ttl"] = label_ttl
+    return Call("POST", "/v1/models", Model.model_validate, body, key=new_key())
+
+
+def list_models() -> Call[list[Model]]:
+    return Call("GET", "/v1/models", lambda b: _model_list(b["models"]))
+
+
+def get_model(name: str) -> Call[Model]:
+    return Call("GET", _model(name), Model.model_validate)
+
+
+def delete_model(name: str) -> Call[None]:
+    # a second DELETE would answer 404 after the first succeeded: not retried blindly
+    return Call("DELETE", _model(name), _none, key=new_key())
+
+
+def learners() -> Call[list[LearnerKind]]:
+    return Call("GET", "/v1/learners", _learners)
+
+
+def get_state(name: str) -> Call[State]:
+    return Call("GET", _model(name, "state"), State.model_validate)
+
+
+def put_state(name: str, state: State | Mapping[str, Any]) -> Call[State]:
+    doc = state.state if isinstance(state, State) else dict(state)
+    # an import is a trial of the log: sent twice it would count twice
+    body = {"state": doc}
+    return Call("PUT", _model(name, "state"), State.model_validate, body, key=new_key())
+
+
+def stats(name: str) -> Call[Stats]:
+    return Call("GET", _model(name, "stats"), Stats.model_validate)
+
+
+def predict_item(instance: Instance, trial_id: str | None, track: bool) -> dict[str, Any]:
+    item: dict[str, Any] = {"instance": dict(instance), "track": track}
+    if track:  # an untracked predict stores nothing, and needs no id to be retried
+        item["trial_id"] = trial_id or new_trial_id()
+    elif trial_id is not None:
+        item["trial_id"] = trial_id
+    return item
+
+
+def predict(name: str, instance: Instance, trial_id: str | None, track: bool) -> Call[Prediction]:
+    body = predict_item(instance, trial_id, track)
+    return Call("POST", _model(name, "predict"), Prediction.model_validate, body)
+
+
+def label(name: str, trial_id: str, label: Label) -> Call[Labelled]:
+    body = {"trial_id": trial_id, "label": label}
+    return Call("POST", _model(name, "label"), Labelled.model_validate, body)
+
+
+def learn(name: str, instance: Instance, label: Label) -> Call[Learned]:
+    body = {"instance": dict(instance), "label": label}
+    return Call("POST", _model(name, "learn"), Learned.model_validate, body, key=new_key())
+
+
+def predict_batch(
+    name: str,
+    instances: Iterable[Instance],
+    trial_ids: Iterable[str | None] | None,
+    track: bool,
+) -> Call[list[BatchItem[Prediction]]]:
+    xs = list(instances)
+    ids = [None] * len(xs) if trial_ids is None else list(trial_ids)
+    if len(ids) != len(xs):
+        raise ValueError(f"{len(ids)} trial ids for {len(xs)} instances: expected one each")
+    items = [predict_item(x, t, track) for x, t in zip(xs, ids, strict=True)]
+    path = _model(name, "predict", "batch")
+    return Call("POST", path, lambda b: _predictions(b["items"]), {"items": items})
+
+
+def label_batch(name: str, labels: Iterable[tuple[str, Label]]) -> Call[list[BatchItem[Labelled]]]:
+    items = [{"trial_id": t, "label": y} for t, y in labels]
+    path = _model(name, "label", "batch")
+    return Call("POST", path, lambda b: _labels(b["items"]), {"items": items})
+
+
+def learn_batch(
+    name: str, items: Iterable[tuple[Instance, Label]]
+) -> Call[list[BatchItem[Learned]]]:
+    body = {"items": [{"instance": dict(x), "label": y} for x, y in items]}
+    path = _model(name, "learn", "batch")
+    return Call("POST", path, lambda b: _learned(b["items"]), body, key=new_key())

@@ -1,0 +1,198 @@
+"""The WebSocket stream, asyncio side: :class:`AsyncStream`, and the protocol both streams
+share (``WS /v1/models/{name}/stream``).
+
+Each request is one JSON text message ``{"op", "id", ...}`` with the fields of the REST
+call of that name; the service answers each, in order, with ``{"id", "result"}`` or
+``{"id", "error": {"status", "message", "field"}}``, and closes with code 4404 when the
+model does not exist. The stream is not retried: a dropped connection fails the requests
+in flight with :class:`~committee_client.errors.ConnectionFailed` (``sent`` True), since they may
+have been applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from pydantic import TypeAdapter
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from committee_client._calls import encode, predict_item
+from committee_client.errors import CommitteeError, ConnectionFailed, NotFound, from_response
+from committee_client.types import BatchItem, Instance, Label, Labelled, Learned, Prediction
+
+__all__ = ["AsyncStream"]
+
+T = TypeVar("T", Prediction, Labelled, Learned)
+NOT_FOUND = 4404
+WINDOW = 256
+READERS: dict[str, TypeAdapter[Any]] = {
+    op: TypeAdapter(BatchItem[cls])  # type: ignore[valid-type]
+    for op, cls in (("predict", Prediction), ("label", Labelled), ("learn", Learned))
+}
+
+
+def stream_url(base_url: str, name: str) -> str:
+    """The stream's ``ws://`` (or ``wss://``) address for an ``http(s)://`` base URL."""
+    scheme, _, rest = base_url.rstrip("/").partition("://")
+    ws = {"http": "ws", "https": "wss"}.get(scheme, scheme)
+    return f"{ws}://{rest}/v1/models/{quote(name, safe='')}/stream"
+
+
+def messages(op: str, items: Iterable[Any]) -> Iterable[dict[str, Any]]:
+    """Request bodies (without ids) for ``op`` from ``predict_many``-style items."""
+    for item in items:
+        if op == "predict":
+            yield {"op": op, **predict_item(item, None, True)}
+        elif op == "label":
+            yield {"op": op, "trial_id": item[0], "label": item[1]}
+        else:
+            yield {"op": op, "instance": dict(item[0]), "label": item[1]}
+
+
+def closed_error(e: ConnectionClosed) -> CommitteeError:
+    """Why the stream ended, as the client's error (4404: the model does not exist)."""
+    if e.rcvd is not None and e.rcvd.code == NOT_FOUND:
+        return NotFound(404, e.rcvd.reason or "the model does not exist")
+    return ConnectionFailed(f"the stream closed: {e}", sent=True)
+
+
+def open_error(e: Exception) -> CommitteeError:
+    """The client's error for a stream that could not be opened."""
+    if isinstance(e, InvalidStatus):
+        r = e.response
+        try:
+            body = json.loads(r.body or b"")
+        except ValueError:  # not JSON, or not UTF-8
+            body = {"detail": (r.body or b"").decode(errors="replace") or r.reason_phrase}
+        return from_response(r.status_code, body, r.headers.get("retry-after"))
+    return ConnectionFailed(f"{type(e).__name__}: {e}", sent=False)
+
+
+class AsyncStream:
+    """Predict, label and learn over one WebSocket; made by ``AsyncClient.stream(name)``.
+
+    Calls may be awaited from several tasks at once; each gets its own answer. A
+    ``*_many`` call keeps up to ``window`` requests in flight and returns one
+    :class:`~committee_client.types.BatchItem` per item, in order.
+    """
+
+    def __init__(
+        self, url: str, headers: Mapping[str, str], timeout: float, window: int = WINDOW
+    ) -> None:
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.url, self.headers, self.timeout, self.window = url, dict(headers), timeout, window
+        self._ws: ClientConnection | None = None
+        self._ids = itertools.count()
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._ended: CommitteeError | None = None
+
+    async def __aenter__(self) -> AsyncStream:
+        try:
+            self._ws = await connect(
+                self.url, additional_headers=self.headers, open_timeout=self.timeout
+            )
+        except (OSError, TimeoutError, InvalidStatus) as e:
+            raise open_error(e) from e
+        self._reader = asyncio.create_task(self._read(self._ws))
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            await self._reader
+
+    async def _read(self, ws: ClientConnection) -> None:
+        try:
+            async for raw in ws:
+                answer = json.loads(raw)
+                future = self._waiting.pop(answer.get("id"), None)
+                if future is not None and not future.done():
+                    future.set_result(answer)
+            error: CommitteeError = ConnectionFailed("the stream was closed", sent=True)
+        except ConnectionClosed as e:
+            error = closed_error(e)
+        self._ended = error
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(error)
+        self._waiting.clear()
+
+    async def _send(self, body: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        if self._ws is None:
+            raise CommitteeError(None, "the stream is not open: use `async with`")
+        if self._ended is not None:
+            raise self._ended
+        request_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        try:
+            await self._ws.send(encode({**body, "id": request_id}).decode())
+        except ConnectionClosed as e:
+            self._waiting.pop(request_id, None)
+            raise closed_error(e) from e
+        return future
+
+    async def _answer(self, op: str, future: asyncio.Future[dict[str, Any]]) -> BatchItem[Any]:
+        try:
+            answer = await asyncio.wait_for(future, self.timeout)
+        except TimeoutError:
+            await self.aclose()
+            raise ConnectionFailed(f"no answer within {self.timeout} s", sent=True) from None
+        answer.pop("id", None)
+        item: BatchItem[Any] = READERS[op].validate_python(answer)
+        return item
+
+    async def _one(self, op: str, body: dict[str, Any]) -> Any:
+        return (await self._answer(op, await self._send({"op": op, **body}))).unwrap()
+
+    async def predict(
+        self, instance: Instance, *, trial_id: str | None = None, track: bool = True
+    ) -> Prediction:
+        """As ``Client.predict``: a tracked prediction gets a client-made trial id."""
+        result: Prediction = await self._one("predict", predict_item(instance, trial_id, track))
+        return result
+
+    async def label(self, trial_id: str, label: Label) -> Labelled:
+        result: Labelled = await self._one("label", {"trial_id": trial_id, "label": label})
+        return result
+
+    async def learn(self, instance: Instance, label: Label) -> Learned:
+        result: Learned = await self._one("learn", {"instance": dict(instance), "label": label})
+        return result
+
+    async def _many(self, op: str, items: Iterable[Any]) -> list[BatchItem[Any]]:
+        room = asyncio.Semaphore(self.window)
+        futures: list[asyncio.Future[dict[str, Any]]] = []
+        for body in messages(op, items):
+            await room.acquire()
+            future = await self._send(body)
+            future.add_done_callback(lambda _: room.release())
+            futures.append(future)
+        return [await self._answer(op, f) for f in futures]
+
+    async def predict_many(self, instances: Iterable[Instance]) -> list[BatchItem[Prediction]]:
+        """Tracked predictions, pipelined, each with a client-made trial id."""
+        return await self._many("predict", instances)
+
+    async def label_many(self, labels: Iterable[tuple[str, Label]]) -> list[BatchItem[Labelled]]:
+        """Labels given as (trial_id, label), pipelined."""
+        return await self._many("label", labels)
+
+    async def learn_many(self, items: Iterable[tuple[Instance, Label]]) -> list[BatchItem[Learned]]:
+        """(instance, label) trials learned in order, up to ``window`` in flight."""
+        return await self._many("learn", items)

@@ -1,0 +1,217 @@
+"""The blocking client, :class:`Client`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from committee_client import _calls as calls
+from committee_client._http import DEFAULT_URL, connection_failed, error_of, read_json, retry_log
+from committee_client._retry import DEFAULT_RETRY, Retry, retry_policy
+from committee_client._stream import WINDOW, stream_url
+from committee_client._sync_stream import Stream
+from committee_client.errors import CommitteeError
+from committee_client.types import (
+    BatchItem,
+    Instance,
+    Label,
+    Labelled,
+    Learned,
+    LearnerKind,
+    Model,
+    Prediction,
+    State,
+    Stats,
+)
+
+__all__ = ["Client"]
+
+R = TypeVar("R")
+
+
+class Client:
+    """A blocking client of the Committee service.
+
+    Parameters
+    ----------
+    base_url
+        The service, e.g. ``http://127.0.0.1:8000``.
+    timeout
+        Seconds to wait for a connection, and then for each answer.
+    headers
+        Headers sent with every request (e.g. ``Authorization`` for a proxy in front).
+    retry
+        A :class:`Retry` policy, or a number of attempts. Every call is retried after a
+        failed connection, a timeout or a 503: reads are harmless to repeat, a predict
+        carries its trial id and a label is applied once, and the other writes
+        (``learn``, model creation and deletion, state imports) carry an
+        ``Idempotency-Key``, so the service answers a retry with its first answer.
+    transport
+        An httpx transport, for tests or custom networking.
+
+    Every method raises a :class:`~committee_client.errors.CommitteeError` subclass on failure.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+        retry: Retry | int = DEFAULT_RETRY,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+        self.retry = retry_policy(retry)
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers=self.headers, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self, call: calls.Call[R]) -> R:
+        content = call.content()
+        headers = call.headers()
+        attempt = 0
+        while True:
+            attempt += 1
+            error: CommitteeError
+            try:
+                r = self._http.request(call.method, call.path, content=content, headers=headers)
+            except httpx.TransportError as e:
+                error = connection_failed(e)
+            else:
+                if r.is_success:
+                    return call.read(read_json(r))
+                error = error_of(r)
+            wait = self.retry.after(error, attempt, call.idempotent) if call.retried else None
+            if wait is None:
+                raise error
+            retry_log(call, error, attempt, self.retry.attempts, wait)
+            time.sleep(wait)
+
+    # -- service ---------------------------------------------------------------------
+
+    def alive(self) -> bool:
+        """Whether the service process answers (``GET /healthz``); no retries, never raises."""
+        try:
+            self._run(calls.alive())
+        except CommitteeError:
+            return False
+        return True
+
+    def ready(self) -> bool:
+        """Whether the service and its Redis answer (``GET /readyz``); no retries, never raises."""
+        try:
+            self._run(calls.ready())
+        except CommitteeError:
+            return False
+        return True
+
+    def learners(self) -> list[LearnerKind]:
+        """Every learner kind with its parameters, defaults and allowed values."""
+        return self._run(calls.learners())
+
+    # -- models ----------------------------------------------------------------------
+
+    def create_model(
+        self,
+        name: str,
+        *,
+        labels: Sequence[Label],
+        learner: Mapping[str, Any] | str,
+        attributes: Mapping[str, Any] | None = None,
+        experts: Mapping[str, Any] | None = None,
+        label_ttl: float | None = None,
+    ) -> Model:
+        """Create a model: its labels, its input (``attributes`` and/or ``experts``) and
+        its learner (a spec, or just its kind). Raises Conflict if the name is taken."""
+        return self._run(calls.create_model(name, labels, learner, attributes, experts, label_ttl))
+
+    def models(self) -> list[Model]:
+        return self._run(calls.list_models())
+
+    def model(self, name: str) -> Model:
+        return self._run(calls.get_model(name))
+
+    def delete_model(self, name: str) -> None:
+        self._run(calls.delete_model(name))
+
+    def state(self, name: str) -> State:
+        """The learner's full state and the log version it is at."""
+        return self._run(calls.get_state(name))
+
+    def put_state(self, name: str, state: State | Mapping[str, Any]) -> State:
+        """Replace the learner's state with one exported from a model of the same spec."""
+        return self._run(calls.put_state(name, state))
+
+    def stats(self, name: str) -> Stats:
+        return self._run(calls.stats(name))
+
+    # -- trials ----------------------------------------------------------------------
+
+    def predict(
+        self, name: str, instance: Instance, *, trial_id: str | None = None, track: bool = True
+    ) -> Prediction:
+        """Predict a label. A tracked prediction waits for its label under ``trial_id``,
+        made up by the client when not given, so that a retry returns the same answer."""
+        return self._run(calls.predict(name, instance, trial_id, track))
+
+    def label(self, name: str, trial_id: str, label: Label) -> Labelled:
+        """Give a predicted trial its true label (applied once; the same label again
+        returns the same answer, a different one raises Conflict)."""
+        return self._run(calls.label(name, trial_id, label))
+
+    def learn(self, name: str, instance: Instance, label: Label) -> Learned:
+        """Predict, judge and learn a trial whose label is known. Sent with an
+        ``Idempotency-Key``, so a retry (after a timeout, say) is learned once and gets
+        the first answer."""
+        return self._run(calls.learn(name, instance, label))
+
+    def predict_batch(
+        self,
+        name: str,
+        instances: Iterable[Instance],
+        *,
+        trial_ids: Iterable[str | None] | None = None,
+        track: bool = True,
+    ) -> list[BatchItem[Prediction]]:
+        """Predict several instances with one hypothesis; one item per instance, in order."""
+        return self._run(calls.predict_batch(name, instances, trial_ids, track))
+
+    def label_batch(
+        self, name: str, labels: Iterable[tuple[str, Label]]
+    ) -> list[BatchItem[Labelled]]:
+        """Label several trials, given as (trial_id, label), in order."""
+        return self._run(calls.label_batch(name, labels))
+
+    def learn_batch(
+        self, name: str, items: Iterable[tuple[Instance, Label]]
+    ) -> list[BatchItem[Learned]]:
+        """Learn several (instance, label) in order; retried like ``learn``."""
+        return self._run(calls.learn_batch(name, items))
+
+    # -- stream ----------------------------------------------------------------------
+
+    def stream(self, name: str, *, window: int = WINDOW) -> Stream:
+        """A WebSocket stream to model ``name``, to use as ``with c.stream(name) as s``.
+
+        ``window`` bounds the requests a ``*_many`` call sends ahead of their answers.
+        The stream is not retried; see :class:`~committee_client._sync_stream.Stream`.
+        """
+        return Stream(stream_url(self.base_url, name), self.headers, self.timeout, window)

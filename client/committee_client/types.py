@@ -1,0 +1,202 @@
+"""Typed results of the API, as frozen pydantic models.
+
+Fields the service adds later are ignored, so an older client keeps working against a
+newer service. ``Label`` is a string or an integer, as the model's labels were given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, field_validator
+
+from committee_client.errors import CommitteeError, from_item
+
+__all__ = [
+    "BatchItem",
+    "Counters",
+    "Instance",
+    "Internal",
+    "ItemError",
+    "Label",
+    "Labelled",
+    "Learned",
+    "LearnerKind",
+    "LearnerParameter",
+    "LearnerStats",
+    "Model",
+    "Prediction",
+    "State",
+    "Stats",
+    "Window",
+]
+
+Label = StrictStr | StrictInt
+Instance = Mapping[str, Any]
+"""``{"features": [...] | {feature: value}, "experts": {expert: vote}}``, either or both."""
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Counters(_Out):
+    predictions: int
+    labelled: int
+    learned: int
+    mistakes: int
+    updates: int
+    expired: int
+    late_labels: int
+
+
+class Model(_Out):
+    """A model's configuration and counters; ``version`` counts the trials applied."""
+
+    name: str
+    labels: list[Label]
+    input: dict[str, Any]
+    learner: dict[str, Any]
+    label_ttl: float
+    created: int
+    version: int
+    folded: int
+    counters: Counters
+
+    @field_validator("input")
+    @classmethod
+    def _given(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """The input sections as given (the service also lists absent ones as null)."""
+        return {k: x for k, x in v.items() if x is not None}
+
+
+class LearnerParameter(_Out):
+    name: str
+    required: bool
+    default: Any
+    expected: str
+    context: bool
+
+
+class LearnerKind(_Out):
+    """A learner the service offers, with its parameters, defaults and allowed values."""
+
+    kind: str
+    summary: str
+    input: str
+    parameters: list[LearnerParameter]
+
+
+class State(_Out):
+    """A learner's full state and the log version it is at."""
+
+    model_version: int
+    state: dict[str, Any]
+
+
+class Prediction(_Out):
+    """A predicted label; ``trial_id`` (None if untracked) is what to label later."""
+
+    trial_id: str | None
+    label: Label
+    scores: dict[str, float]
+    model_version: int
+
+
+class Labelled(_Out):
+    """The outcome of a label: was the served prediction a mistake, did the learner change."""
+
+    trial_id: str | None
+    predicted: Label
+    label: Label
+    mistake: bool
+    updated: bool
+
+
+class Learned(_Out):
+    """The outcome of a trial learned with its label known."""
+
+    predicted: Label
+    label: Label
+    mistake: bool
+    updated: bool
+
+
+class ItemError(_Out):
+    """Why one item of a batch or stream failed; ``field`` is its path for a 422."""
+
+    status: int
+    message: str
+    field: str | None = None
+
+    def exception(self) -> CommitteeError:
+        """The exception the same error raises for a single call."""
+        return from_item(self.model_dump())
+
+
+T = TypeVar("T", Prediction, Labelled, Learned)
+
+
+class BatchItem(_Out, Generic[T]):
+    """One item's result, or its error (the other items are unaffected)."""
+
+    result: T | None = None
+    error: ItemError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def unwrap(self) -> T:
+        """The result, or raise the item's error as its exception."""
+        if self.error is not None:
+            raise self.error.exception()
+        if self.result is None:
+            raise CommitteeError(None, "the item has neither a result nor an error")
+        return self.result
+
+
+class Window(_Out):
+    trials: int
+    mistakes: int
+    error_rate: float | None
+
+
+class Internal(_Out):
+    """Recycling's own trials: what its learner saw, including recycled ones."""
+
+    trials: int
+    mistakes: int
+    updates: int
+
+
+class LearnerStats(_Out):
+    name: str
+    mistakes: int
+    recent_mistakes: int
+
+
+class Stats(_Out):
+    """A model's learning statistics: counters, recent error rate, confusion, curve."""
+
+    name: str
+    version: int
+    folded: int
+    predictions: int
+    labelled: int
+    learned: int
+    pending: int
+    expired: int
+    late_labels: int
+    mistakes: int
+    updates: int
+    error_rate: float | None
+    window: Window
+    confusion: dict[str, dict[str, int]]
+    curve: list[tuple[int, int]]
+    internal: Internal | None = None
+    learners: list[LearnerStats] | None = None
+    leader: str | None = None
+    experts: dict[str, float] | None = None
+    summary_version: int

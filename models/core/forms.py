@@ -1,0 +1,102 @@
+"""The two basic learner forms: binary threshold learners over attributes and linear-max
+learners over sub-experts."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from models.core.hypothesis import LinearHypothesis, LinearMaxHypothesis
+from models.core.instance import AttributeBatch, Attributes
+from models.core.learner import Learner
+
+__all__ = ["BinaryLearner", "MulticlassLearner"]
+
+
+class BinaryLearner(Learner):
+    """A binary linear-threshold learner over attributes; class 0 is +1, class 1 is -1.
+
+    Subclasses provide ``_margin(idx, val)`` (score minus threshold), ``_fit(idx, val, y,
+    force)`` returning (predicted sign, updated), ``weights_at(idx)`` and ``weights()`` (the
+    effective weight vector) and the attributes ``threshold`` and ``strict``.
+    """
+
+    input_kind = "attributes"
+    _checks_first = True
+    #: True for learners that update on small correct margins (ALMA).
+    margin_based: ClassVar[bool] = False
+    #: True for threshold-0 learners the sub-expert conversion accepts.
+    convertible: ClassVar[bool] = False
+    n_features: int
+    strict: bool = False
+
+    @property
+    def input_size(self) -> int:
+        return self.n_features
+
+    @property
+    def effective_threshold(self) -> float:
+        return 0.0
+
+    def _margin(self, idx: np.ndarray, val: np.ndarray) -> float:  # pragma: no cover
+        raise NotImplementedError
+
+    def _fit(
+        self, idx: np.ndarray, val: np.ndarray, y: int, force: bool
+    ) -> tuple[int, bool]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def weights_at(self, idx: np.ndarray) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def weights(self) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def coerce_batch(self, xs: Any) -> AttributeBatch:
+        """An :class:`AttributeBatch` (or a sequence of instances) checked against this learner."""
+        batch = xs if isinstance(xs, AttributeBatch) else AttributeBatch.from_instances(xs)
+        self._check.fit(batch)
+        return batch
+
+    def margin(self, x: Any) -> float:
+        x = self.coerce(x)
+        return self._margin(x.indices, x.values)
+
+    def _sign(self, m: float) -> int:
+        return 1 if (m > 0 or (m == 0 and not self.strict)) else -1
+
+    def _scores(self, x: Attributes) -> np.ndarray:
+        m = self._margin(x.indices, x.values)
+        return np.array([m, -m])
+
+    def _predict(self, x: Attributes) -> int:
+        return 0 if self._sign(self._margin(x.indices, x.values)) > 0 else 1
+
+    def _learn(self, x: Attributes, c: int) -> tuple[int, bool]:
+        sign, updated = self._fit(x.indices, x.values, 1 - 2 * c, False)
+        return (0 if sign > 0 else 1), updated
+
+    def snapshot(self) -> LinearHypothesis:
+        return LinearHypothesis(
+            self.weights(), self.effective_threshold, self.labels, self.strict, self._check
+        )
+
+
+class MulticlassLearner(Learner):
+    """A linear-max learner over sub-experts: one weight per sub-expert, s_j = w.x^j."""
+
+    input_kind = "experts"
+    _checks_first = True
+    n_experts: int
+
+    @property
+    def input_size(self) -> int:
+        return self.n_experts
+
+    def weights(self) -> np.ndarray:  # pragma: no cover - interface
+        """The effective weight vector, one entry per sub-expert."""
+        raise NotImplementedError
+
+    def snapshot(self) -> LinearMaxHypothesis:
+        return LinearMaxHypothesis(self.weights(), self.labels, self._check)

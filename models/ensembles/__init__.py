@@ -1,0 +1,1 @@
+"""Ensembles of learners: error-correcting output codes, on-line bagging and boosting."""

@@ -1,0 +1,1 @@
+"""What users send: payload readers, input spaces, batch encoding and synthetic streams."""

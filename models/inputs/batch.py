@@ -1,0 +1,134 @@
+"""Many sparse attribute payloads encoded at once (the common form of a batch of trials).
+
+:meth:`~models.inputs.space.InputSpace.encode_each` hands :func:`sparse_attributes` the
+``features`` objects ``{"<index>": value}`` of a batch. Their keys and values are checked
+and converted together, in a few numpy passes over the whole batch, and each row gets the
+:class:`~models.core.instance.Attributes` that :meth:`~models.inputs.space.InputSpace.encode` would
+give it, array for array. A row that is not plainly well formed (a key that is not a
+string of digits, an index out of range or given twice, a value that is not a finite
+int or float) is left to :meth:`~models.inputs.space.InputSpace.encode`, which reports its
+exact error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from models.core.instance import Attributes
+
+__all__ = ["sparse_attributes"]
+
+_NUMBER_TYPES = frozenset({float, int})
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_COMMA = ord(",")
+
+
+def sparse_attributes(
+    rows: Sequence[dict[Any, Any]], d: int, constant: bool
+) -> list[Attributes | None]:
+    """Each row's attributes over features ``0..d-1`` (then the constant at ``d`` if
+    ``constant``), or None for a row :meth:`InputSpace.encode` must look at itself."""
+    whole = _take(rows, d, constant)
+    if whole is not None:
+        return list(whole)
+    out: list[Attributes | None] = [None] * len(rows)
+    if len(rows) > 1:  # some row is off: find which, and take the others together
+        good = [t for t, row in enumerate(rows) if _take([row], d, constant) is not None]
+        taken = _take([rows[t] for t in good], d, constant) if good else None
+        for t, x in zip(good, taken or (), strict=False):
+            out[t] = x
+    return out
+
+
+def _indices(keys: list[Any], d: int) -> np.ndarray | None:
+    """The keys, strings of 1 to 18 ASCII digits, as int64 indices below ``d``; else None."""
+    try:
+        chars = np.frombuffer(",".join(keys).encode("ascii"), dtype=np.uint8)
+    except (TypeError, UnicodeEncodeError):
+        return None
+    comma = chars == _COMMA
+    ends = np.append(np.flatnonzero(comma), chars.size)  # one past each key's last digit
+    if ends.size != len(keys):  # a key with a comma in it
+        return None
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    digits = chars - np.uint8(ord("0"))  # wraps around below "0"
+    length = ends - starts
+    if not (((digits < 10) | comma).all() and (length >= 1).all() and (length <= 18).all()):
+        return None
+    place = ends[np.cumsum(comma)] - np.arange(chars.size) - 1  # the power of 10 of a digit
+    digits[comma] = 0
+    idx = np.add.reduceat(_POW10[place] * digits, starts)
+    return idx if int(idx.max()) < d else None
+
+
+def _values(vals: list[Any]) -> np.ndarray | None:
+    """The values, all ints or floats, as finite float64 values; else None."""
+    if not set(map(type, vals)) <= _NUMBER_TYPES:
+        return None
+    try:
+        val = np.array(vals, dtype=np.float64)
+    except OverflowError:
+        return None
+    return val if np.isfinite(val).all() else None
+
+
+def _take(rows: Sequence[dict[Any, Any]], d: int, constant: bool) -> list[Attributes] | None:
+    """Every row's attributes, or None if any row is not plainly well formed."""
+    n = len(rows)
+    counts = np.fromiter(map(len, rows), dtype=np.int64, count=n)
+    keys = list(itertools.chain.from_iterable(rows))
+    if keys:
+        idx = _indices(keys, d)
+        val = _values(list(itertools.chain.from_iterable(map(dict.values, rows))))
+        if idx is None or val is None:
+            return None
+    else:
+        idx, val = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    row = np.repeat(np.arange(n), counts)
+    if idx.size > 1:  # sorted by index within each row, as encode sorts each one
+        # one key per (row, index): distinct unless a row repeats an index
+        order = np.argsort(row * d + idx) if n * d < 2**62 else np.lexsort((idx, row))
+        idx, val = idx[order], val[order]
+        if ((idx[1:] == idx[:-1]) & (row[1:] == row[:-1])).any():
+            return None
+    if constant:  # index d, value 1, at the end of every row
+        ends = np.cumsum(counts)
+        idx, val = np.insert(idx, ends, d), np.insert(val, ends, 1.0)
+        row = np.repeat(np.arange(n), counts + 1)
+    nonzero = val != 0.0
+    if not nonzero.all():
+        idx, val, row = idx[nonzero], val[nonzero], row[nonzero]
+    return _rows(n, row, idx, val)
+
+
+def _rows(n: int, row: np.ndarray, idx: np.ndarray, val: np.ndarray) -> list[Attributes]:
+    """One :class:`Attributes` per row of sorted, distinct, non-zero CSR arrays, each
+    viewing the shared read-only arrays, with its extent and value range worked out at once."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=ptr[1:])
+    filled = ptr[1:] > ptr[:-1]
+    size = np.zeros(n, dtype=np.int64)
+    low, high = np.zeros(n), np.zeros(n)
+    if val.size:
+        starts = ptr[:-1][filled]
+        size[filled] = idx[ptr[1:][filled] - 1] + 1
+        low[filled] = np.minimum.reduceat(val, starts)
+        high[filled] = np.maximum.reduceat(val, starts)
+    idx = np.ascontiguousarray(idx)
+    val = np.ascontiguousarray(val)
+    idx.flags.writeable = False
+    val.flags.writeable = False
+    out = []
+    bounds = ptr.tolist()
+    for t, (s, lo, hi) in enumerate(zip(size.tolist(), low.tolist(), high.tolist(), strict=True)):
+        x = Attributes.__new__(Attributes)
+        a, b = bounds[t], bounds[t + 1]
+        x.indices, x.values, x.size, x.low, x.high = idx[a:b], val[a:b], s, lo, hi
+        out.append(x)
+    return out

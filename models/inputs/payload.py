@@ -1,0 +1,248 @@
+"""Readers of JSON-like input: shown values, finite numbers, config sections, expert votes."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from models.core.instance import InvalidInstance
+from models.core.params import Bool, Integer, InvalidParameter, Options
+
+__all__ = [
+    "check_option",
+    "indexed_path",
+    "is_list",
+    "key_path",
+    "normalise_votes",
+    "read_names",
+    "read_numbers",
+    "read_section",
+    "read_votes",
+    "show",
+]
+
+_FAST_NUMBERS = frozenset({float, int, np.float64})
+
+
+# -- small helpers: showing values and reading numbers --------------------------------
+
+
+def show(v: Any) -> str:
+    """A value as JSON would spell it, for error messages."""
+    if isinstance(v, bool | np.bool_):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, float | np.floating):
+        return repr(float(v))
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, list | tuple | np.ndarray):
+        return "a list"
+    return repr(v)
+
+
+def key_path(prefix: str, key: Any) -> str:
+    return f"{prefix}.{key}" if isinstance(key, str) else f"{prefix}[{key!r}]"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+
+
+def _number(v: Any, path: str) -> float:
+    if _is_number(v):
+        try:
+            f = float(v)
+        except OverflowError:
+            f = math.inf
+        if math.isfinite(f):
+            return f
+    raise InvalidInstance(f"{path} is {show(v)}: expected a finite number")
+
+
+def read_numbers(values: Any, path: Callable[[int], str]) -> np.ndarray:
+    """Finite numbers (no booleans, no strings) as a new float array; ``path(i)`` names item i."""
+    if isinstance(values, np.ndarray):
+        if values.ndim == 1 and values.dtype.kind in "iuf":
+            arr = values.astype(np.float64)
+            if np.isfinite(arr).all():
+                return arr
+        values = list(values)
+    elif set(map(type, values)) <= _FAST_NUMBERS:
+        try:
+            arr = np.array(values, dtype=np.float64)
+        except OverflowError:
+            arr = np.array([math.inf])
+        if np.isfinite(arr).all():
+            return arr
+    return np.array([_number(v, path(i)) for i, v in enumerate(values)], dtype=np.float64)
+
+
+def indexed_path(path: str) -> Callable[[int], str]:
+    return lambda i: f"{path}[{i}]"
+
+
+def is_list(v: Any) -> bool:
+    return isinstance(v, list | tuple | np.ndarray)
+
+
+# -- config validation -----------------------------------------------------------------
+
+
+def read_section(value: Any, name: str, allowed: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidParameter(name, value, "an object")
+    for key in value:
+        if key not in allowed:
+            raise InvalidParameter(
+                key_path(name, key), value[key], "no such key; one of " + ", ".join(allowed)
+            )
+    return value
+
+
+def check_option(value: Any, name: str, constraint: Integer | Bool | Options) -> Any:
+    expected = constraint.check(value)
+    if expected is not None:
+        raise InvalidParameter(name, value, expected)
+    return value
+
+
+def read_names(value: Any, name: str) -> list[str]:
+    expected = "a non-empty list of distinct non-empty strings"
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes) or not value:
+        raise InvalidParameter(name, value, expected)
+    seen: set[str] = set()
+    for i, v in enumerate(value):
+        if not isinstance(v, str) or not v:
+            raise InvalidParameter(f"{name}[{i}]", v, "a non-empty string")
+        if v in seen:
+            raise InvalidParameter(f"{name}[{i}]", v, "a name not already listed")
+        seen.add(v)
+    return list(value)
+
+
+# -- expert votes ----------------------------------------------------------------------
+
+
+def read_votes(
+    votes: Any,
+    expert_index: Mapping[str, int],
+    class_key: Callable[[Any], int | None],
+    labels: tuple[Any, ...],
+    classes: Mapping[Any, int] | None = None,
+) -> tuple[list[int], list[tuple[str, bool]], np.ndarray]:
+    """The voting experts' indices, (field path, given as a list) and raw k-scores.
+
+    ``classes`` maps exact str and int labels to their class, a shortcut for class_key.
+
+    Fusion models read one vote per deployed classifier on every trial, so the common
+    forms (a bare label, a list of scores, a plain dict) are tested by exact type first.
+    """
+    if votes is None:
+        votes = {}
+    elif not isinstance(votes, Mapping):
+        raise InvalidInstance(f"experts is {show(votes)}: expected an object {{expert name: vote}}")
+    k = len(labels)
+    rows: list[int] = []
+    paths: list[tuple[str, bool]] = []
+    scores = np.zeros((len(votes), k))
+    ones_r: list[int] = []  # bare-label votes, set all at once below
+    ones_c: list[int] = []
+    listed_r: list[int] = []  # lists of scores, converted all at once below
+    listed_v: list[Any] = []
+    fast = classes or {}
+    for name, vote in votes.items():
+        i = expert_index.get(name, -1) if type(name) is str else -1
+        if i < 0:
+            raise InvalidInstance(f"{key_path('experts', name)}: unknown expert")
+        kind = type(vote)
+        if vote is None or (kind is dict and not vote):
+            continue
+        r = len(rows)
+        listed = kind is list or kind is tuple or kind is np.ndarray
+        if kind is str or kind is int or not (listed or isinstance(vote, Mapping)):
+            c = fast.get(vote) if kind is str or kind is int else None
+            if c is None:
+                c = class_key(vote)
+            if c is None:
+                expected = f"expected a label, a list of {k} scores or an object {{label: score}}"
+                if isinstance(vote, str | int) and not isinstance(vote, bool):
+                    expected = f"unknown label, expected one of {list(labels)}"
+                raise InvalidInstance(f"experts.{name} is {show(vote)}: {expected}")
+            ones_r.append(r)
+            ones_c.append(c)
+        elif listed:
+            if len(vote) != k:
+                raise InvalidInstance(f"experts.{name} has {len(vote)} scores: expected {k}")
+            listed_r.append(r)
+            listed_v.append(vote)
+        else:
+            _read_mapping_vote(vote, f"experts.{name}", scores[r], class_key)
+        rows.append(i)
+        paths.append((f"experts.{name}", listed))
+    if ones_r:
+        scores[ones_r, ones_c] = 1.0
+    if listed_r:
+        flat = [v for vote in listed_v if type(vote) is not np.ndarray for v in vote]
+        arr = None
+        if set(map(type, flat)) <= _FAST_NUMBERS and len(flat) == k * len(listed_v):
+            with contextlib.suppress(OverflowError):
+                arr = np.array(flat, dtype=np.float64).reshape(len(listed_v), k)
+        if arr is not None and np.isfinite(arr).all():
+            scores[listed_r] = arr
+        else:  # the slow way, which names the bad score
+            for r, vote in zip(listed_r, listed_v, strict=True):
+                scores[r] = read_numbers(vote, indexed_path(paths[r][0]))
+    return rows, paths, scores[: len(rows)]
+
+
+def _read_mapping_vote(
+    vote: Mapping[Any, Any], path: str, out: np.ndarray, class_key: Callable[[Any], int | None]
+) -> None:
+    seen = set()
+    for label, score in vote.items():
+        c = class_key(label)
+        if c is None:
+            raise InvalidInstance(f"{key_path(path, label)}: unknown label")
+        if c in seen:
+            raise InvalidInstance(f"{key_path(path, label)}: label given twice")
+        seen.add(c)
+        out[c] = _number(score, key_path(path, label))
+
+
+def normalise_votes(
+    scores: np.ndarray, paths: list[tuple[str, bool]], mode: str, labels: tuple[Any, ...]
+) -> np.ndarray:
+    """Apply ``normalize`` to each row (one voting expert) of ``scores``."""
+    k = len(labels)
+    if mode == "raw" or not scores.size:
+        return scores
+    if mode == "sum-to-one":
+        if (scores < 0).any():
+            r, c = (int(t[0]) for t in np.nonzero(scores < 0))
+            path, listed = paths[r]
+            field = f"{path}[{c}]" if listed else key_path(path, labels[c])
+            raise InvalidInstance(
+                f"{field} is {float(scores[r, c])!r}: expected a score >= 0 "
+                "(normalize is sum-to-one)"
+            )
+        # divide by the row maximum first, so the sum cannot overflow
+        top = scores.max(axis=1, keepdims=True)
+        scaled = np.divide(scores, top, out=np.zeros_like(scores), where=top > 0)
+        total = scaled.sum(axis=1, keepdims=True)
+        return np.divide(scaled, total, out=np.zeros_like(scores), where=total > 0)
+    if mode == "argmax":
+        out = np.zeros_like(scores)
+        out[np.arange(scores.shape[0]), scores.argmax(axis=1)] = 1.0
+        return out
+    ordered = np.sort(scores, axis=1)
+    out = np.empty_like(scores)
+    for r in range(scores.shape[0]):
+        higher = k - np.searchsorted(ordered[r], scores[r], side="right")
+        out[r] = (k - 1 - higher) / (k - 1)
+    return out

@@ -1,0 +1,58 @@
+"""Compiled loop of Committee (ALGORITHMS.md §2.4)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from models.kernels.common import (
+    argmax_first,
+    linear_max_scores_into,
+    slice_difference_into,
+)
+
+__all__ = ["DRIFT", "HIGH", "LOW", "RECOUNT_EVERY", "learn"]
+
+
+# R = sum(r) is kept as a running sum so a trial stays O(active). Its rounding error is
+# relative to the largest R since the last exact recount, so R is recounted (O(n), rare)
+# every RECOUNT_EVERY updates and whenever it moves by more than DRIFT from the last
+# recount; r is rescaled to sum 1 when R leaves [LOW, HIGH].
+RECOUNT_EVERY = 1024.0
+DRIFT = 1e3
+LOW, HIGH = 1e-100, 1e100
+
+
+@njit(cache=True, nogil=True)
+def learn(r, sc, la, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial on raw weights ``r``.
+
+    ``sc`` = [R, updates since recount, R at recount, number of rescales of r]; ``wf`` and
+    ``wi`` are scratch space of at least k + len(expert) and len(expert) entries.
+    """
+    s = wf[:k]
+    linear_max_scores_into(r, expert, cls, value, s)
+    pred = argmax_first(s)
+    if pred == y:
+        return pred, False
+    m = slice_difference_into(expert, cls, value, y, pred, wi, wf[k:])
+    if m == 0:
+        return pred, False
+    zi, zv = wi[:m], wf[k : k + m]
+    total = sc[0]
+    for j in range(m):
+        e = zi[j]
+        old = r[e]
+        r[e] = old * np.exp(la * zv[j])
+        total += r[e] - old
+    sc[1] += 1.0
+    if sc[1] >= RECOUNT_EVERY or not (sc[2] / DRIFT < total < sc[2] * DRIFT):
+        total = r.sum()
+        if not (LOW < total < HIGH):
+            r /= total
+            total = 1.0
+            sc[3] += 1.0
+        sc[1] = 0.0
+        sc[2] = total
+    sc[0] = total
+    return pred, True

@@ -1,0 +1,39 @@
+"""Compiled loops of Winnow (ALGORITHMS.md §2.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from models.kernels.common import dot
+
+__all__ = ["fit", "predict"]
+
+
+@njit(cache=True, nogil=True)
+def predict(s, lo, hi, strict):  # type: ignore[no-untyped-def]  # pragma: no cover
+    if lo < hi:
+        if s > hi:
+            return 1
+        if s < lo:
+            return -1
+        return 1 if s >= 0.5 * (lo + hi) else -1
+    return 1 if (s > lo or (s == lo and not strict)) else -1
+
+
+@njit(cache=True, nogil=True)
+def fit(w, lo, hi, strict, la, lb, eliminate, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+    s = dot(w, idx, val)
+    pred = predict(s, lo, hi, strict)
+    in_band = lo < hi and lo <= s <= hi
+    if idx.shape[0] == 0 or not (force or pred != y or in_band):
+        return pred, False
+    for j in range(idx.shape[0]):
+        i = idx[j]
+        if y > 0:
+            w[i] *= np.exp(la * val[j])
+        elif eliminate:
+            w[i] = 0.0
+        else:
+            w[i] *= np.exp(lb * val[j])
+    return pred, True

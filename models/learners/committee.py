@@ -1,0 +1,130 @@
+"""Committee: multi-class Winnow over sub-experts (ALGORITHMS.md §2.4; S0 §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from models.core.forms import MulticlassLearner
+from models.core.hypothesis import Label, LinearMaxHypothesis
+from models.core.instance import Experts
+from models.core.params import MAX_SIZE, Integer, Labels, Real
+from models.core.state import InvalidState
+from models.kernels import committee as kernel
+from models.kernels import families as fam
+from models.kernels.common import (
+    linear_max_predict,
+    linear_max_scores,
+)
+
+__all__ = ["Committee"]
+
+
+class Committee(MulticlassLearner):
+    """Committee: weights over sub-experts, multiplicative updates, normalised to sum 1.
+
+    Class j's vote is sum_i w_i x_i^j; the prediction is the first class with the largest
+    vote. On a mistake (true y, predicted p) every sub-expert's weight is multiplied by
+    alpha^{x_i^y - x_i^p}, then all weights are rescaled to sum 1. Raw weights and their
+    running sum are stored, so a trial costs O(active sub-experts); ``scores`` divides by
+    the running sum, ``weights`` by the exact one.
+
+    The mistake bound (S0 Theorem 1) is 2 ln(n) / delta^2 with alpha = (1 - delta)^{-1/2}.
+
+    Parameters
+    ----------
+    n_experts
+        Number of sub-experts.
+    alpha
+        Update multiplier, > 1.
+    labels
+        The class labels, in class order.
+
+    Examples
+    --------
+    >>> c = Committee(n_experts=3, alpha=2.0, labels=["a", "b"])
+    >>> x = [[1, 0], [0, 1], [0.5, 0.5]]
+    >>> c.learn(x, "b")
+    Outcome(mistake=True, updated=True)
+    >>> (c.weights() * 7).round(9).tolist()
+    [1.0, 4.0, 2.0]
+    """
+
+    kind = "committee"
+    value_range = (0.0, 1.0)
+    _parameter_constraints = {
+        "n_experts": Integer(1, MAX_SIZE),
+        "alpha": Real(1.0, low_open=True),
+        "labels": Labels(),
+    }
+    _state_arrays = {"r_": "float64", "scalars_": "float64"}
+
+    def __init__(self, n_experts: int, labels: Sequence[Label], alpha: float = 1.2) -> None:
+        self.n_experts = n_experts
+        self.labels = labels  # type: ignore[assignment]
+        self.alpha = alpha
+        self._initialise()
+
+    def _check_params(self) -> None:
+        self._la = float(np.log(self.alpha))
+        self._k = len(self.labels)
+
+    def _reset_state(self) -> None:
+        self.r_ = np.full(self.n_experts, 1.0 / self.n_experts)
+        self.scalars_ = np.array([1.0, 0.0, 1.0, 0.0])
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"r_": (self.n_experts,), "scalars_": (4,)}
+
+    def _check_state(self) -> None:
+        if not (self.r_ >= 0).all() or not self.r_.sum() > 0:
+            raise InvalidState("committee weights must be non-negative with a positive sum")
+        total = float(self.r_.sum())
+        if (
+            not np.isclose(self.scalars_[0], total, rtol=1e-6)
+            or self.scalars_[1] < 0
+            or not self.scalars_[2] > 0
+            or not (self.scalars_[3] >= 0 and self.scalars_[3] == np.floor(self.scalars_[3]))
+        ):
+            raise InvalidState("committee running sum does not match its weights")
+
+    def _scores(self, x: Experts) -> np.ndarray:
+        s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
+        return s / self.scalars_[0]
+
+    def _predict(self, x: Experts) -> int:
+        return int(linear_max_predict(self.r_, x.expert, x.cls, x.value, len(self.labels)))
+
+    def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
+        wf, wi = self._scratch(x.expert.shape[0])
+        return kernel.learn(
+            self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, self._k, c, wf, wi
+        )
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.r_[None, :] if idx is None else self.r_[None, idx]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
+    def linear_scale(self) -> float:
+        return 1.0 / float(self.scalars_[0])
+
+    def linear_epoch(self) -> int:
+        return int(self.scalars_[3])
+
+    def rescales(self) -> bool:
+        return True
+
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        prm = fam.pack({fam.COMMITTEE_LOG_ALPHA: self._la})
+        return fam.COMMITTEE, self.r_[None, :], self.scalars_, prm
+
+    def snapshot(self) -> LinearMaxHypothesis:
+        # Keep the raw weights so the snapshot's arg-max is the learner's, ties included.
+        return LinearMaxHypothesis(self.r_, self.labels, self._check, 1.0 / float(self.r_.sum()))
+
+    def weights(self) -> np.ndarray:
+        """The normalised weights r / sum(r) (an exact sum: this is O(n) anyway)."""
+        return self.r_ / self.r_.sum()

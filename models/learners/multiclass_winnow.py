@@ -1,0 +1,137 @@
+"""Multi-class Winnow with (1 + alpha x) updates (ALGORITHMS.md §2.3; S2).
+
+Refusals: checked first. An update that would push a weight past 1e300 is refused before
+any weight moves (:class:`models.core.learner.UpdateRefused`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from models.core.forms import MulticlassLearner
+from models.core.hypothesis import Label
+from models.core.instance import Experts
+from models.core.learner import UpdateRefused
+from models.core.params import MAX_SIZE, Integer, InvalidParameter, Labels, Real, RealArray
+from models.core.state import InvalidState
+from models.kernels import families as fam
+from models.kernels import multiclass_winnow as kernel
+from models.kernels.common import linear_max_scores
+
+__all__ = ["MulticlassWinnow"]
+
+
+class MulticlassWinnow(MulticlassLearner):
+    """Multi-class Winnow: one positive weight vector per class, (1 + alpha x) updates.
+
+    Over attributes seen as sub-experts (ALGORITHMS.md §1.4, sub-expert (i, c) numbered
+    i*k + c) this is S2's linear machine: on a mistake with true class t and predicted p,
+    W^t_i *= (1 + alpha x_i) and W^p_i /= (1 + alpha x_i). For general sub-experts the
+    factor is (1 + alpha |z_i|)^{sign z_i} with z = x^t - x^p. No normalisation.
+
+    Parameters
+    ----------
+    n_experts
+        Number of sub-experts (k per attribute for a linear machine).
+    alpha
+        Learning constant, > 0.
+    init
+        Initial weight of every sub-expert, unless ``init_weights`` is given.
+    init_weights
+        Optional list of n_experts non-negative initial weights (S2's example starts its
+        bias weights at 0, 1, 2).
+    labels
+        The class labels, in class order.
+    """
+
+    kind = "multiclass-winnow"
+    value_range = (0.0, 1.0)
+    _parameter_constraints = {
+        "n_experts": Integer(1, MAX_SIZE),
+        "alpha": Real(0.0, low_open=True),
+        "init": Real(0.0, low_open=True),
+        "init_weights": RealArray(low=0.0),
+        "labels": Labels(),
+    }
+    _state_arrays = {"w_": "float64"}
+
+    def __init__(
+        self,
+        n_experts: int,
+        labels: Sequence[Label],
+        alpha: float = 2.0,
+        init: float = 1.0,
+        init_weights: Sequence[float] | None = None,
+    ) -> None:
+        self.n_experts = n_experts
+        self.labels = labels  # type: ignore[assignment]
+        self.alpha = alpha
+        self.init = init
+        self.init_weights = init_weights
+        self._initialise()
+
+    def _check_params(self) -> None:
+        if self.init_weights is not None:
+            self.init_weights = [float(v) for v in self.init_weights]
+        if self.init_weights is not None and len(self.init_weights) != self.n_experts:
+            raise InvalidParameter(
+                "init_weights",
+                f"<{len(self.init_weights)} values>",
+                f"a list of n_experts={self.n_experts} values",
+            )
+
+    def _reset_state(self) -> None:
+        if self.init_weights is None:
+            self.w_ = np.full(self.n_experts, float(self.init))
+        else:
+            self.w_ = np.array(self.init_weights, dtype=np.float64)
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"w_": (self.n_experts,)}
+
+    def _check_state(self) -> None:
+        if (self.w_ < 0).any():
+            raise InvalidState("multiclass-winnow weights must be non-negative")
+
+    def _scores(self, x: Experts) -> np.ndarray:
+        return np.asarray(linear_max_scores(self.w_, x.expert, x.cls, x.value, self.n_classes))
+
+    def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
+        pred, status = kernel.learn(
+            self.w_, float(self.alpha), x.expert, x.cls, x.value, self.n_classes, c
+        )
+        if status == 2:
+            raise UpdateRefused(
+                "multiclass-winnow refused an update that would push a weight past 1e300: "
+                "use a smaller alpha",
+                pred,
+            )
+        return pred, status == 1
+
+    # A refused update changes nothing (the kernel checks every weight first); a trial
+    # moves only the weights of the instance's sub-experts, so a checkpoint keeps those.
+
+    def can_refuse(self) -> bool:
+        return True
+
+    def _save_at(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return idx, self.w_[idx]
+
+    def _restore_at(self, saved: tuple[np.ndarray, np.ndarray]) -> None:
+        idx, rows = saved
+        self.w_[idx] = rows
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.w_[None, :] if idx is None else self.w_[None, idx]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        prm = fam.pack({fam.MULTICLASS_WINNOW_ALPHA: self.alpha})
+        return fam.MULTICLASS_WINNOW, self.w_[None, :], np.zeros(0), prm
+
+    def weights(self) -> np.ndarray:
+        return self.w_.copy()

@@ -1,0 +1,89 @@
+"""The Perceptron (ALGORITHMS.md §2.6; S1 slide 2, FS99)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from models.core.forms import BinaryLearner
+from models.core.hypothesis import Label
+from models.core.params import MAX_SIZE, Integer, Labels, Real
+from models.kernels import families as fam
+from models.kernels import perceptron as kernel
+from models.kernels.common import dot
+
+__all__ = ["Perceptron"]
+
+
+_NO_SCALARS = np.zeros(0)
+
+
+class Perceptron(BinaryLearner):
+    """Rosenblatt's Perceptron with w = 0 initially.
+
+    Predict the first label (+1) iff w.x >= 0; if y * w.x <= 0, w += eta * y * x. Starting
+    from zero, ``eta`` only rescales w, so predictions do not depend on it.
+
+    Parameters
+    ----------
+    n_features
+        Number of attributes (add a constant attribute for a learnt threshold).
+    eta
+        Learning rate, > 0.
+    labels
+        The two labels; the first is +1.
+
+    Examples
+    --------
+    >>> p = Perceptron(n_features=2)
+    >>> p.learn([1.0, 0.0], -1)
+    Outcome(mistake=True, updated=True)
+    >>> p.weights().tolist()
+    [-1.0, 0.0]
+    """
+
+    kind = "perceptron"
+    convertible = True
+    _parameter_constraints = {
+        "n_features": Integer(1, MAX_SIZE),
+        "eta": Real(0.0, low_open=True),
+        "labels": Labels(exactly=2),
+    }
+    _state_arrays = {"w_": "float64"}
+
+    def __init__(
+        self, n_features: int, eta: float = 1.0, labels: Sequence[Label] = (1, -1)
+    ) -> None:
+        self.n_features = n_features
+        self.eta = eta
+        self.labels = labels  # type: ignore[assignment]
+        self._initialise()
+
+    def _reset_state(self) -> None:
+        self.w_ = np.zeros(self.n_features)
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"w_": (self.n_features,)}
+
+    def _margin(self, idx: np.ndarray, val: np.ndarray) -> float:
+        return float(dot(self.w_, idx, val))
+
+    def _fit(self, idx: np.ndarray, val: np.ndarray, y: int, force: bool) -> tuple[int, bool]:
+        return kernel.fit(self.w_, float(self.eta), idx, val, y, force)
+
+    def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
+        return self.w_[None, :] if idx is None else self.w_[None, idx]
+
+    def linear_coef(self) -> np.ndarray:
+        return np.ones(1)
+
+    def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        prm = fam.pack({fam.PERCEPTRON_ETA: self.eta})
+        return fam.PERCEPTRON, self.w_[None, :], _NO_SCALARS, prm
+
+    def weights_at(self, idx: np.ndarray) -> np.ndarray:
+        return self.w_[idx]
+
+    def weights(self) -> np.ndarray:
+        return self.w_.copy()

@@ -1,0 +1,130 @@
+"""The Weighted Majority Algorithm (ALGORITHMS.md §2.8; Littlestone & Warmuth 1994)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from models.core.forms import MulticlassLearner
+from models.core.hypothesis import Hypothesis, InstanceCheck, Label
+from models.core.instance import Experts
+from models.core.params import MAX_SIZE, Integer, Labels, Options, Real
+from models.core.state import InvalidState
+from models.kernels import weighted_majority as kernel
+
+__all__ = ["WeightedMajority", "WeightedMajorityHypothesis"]
+
+
+class WeightedMajorityHypothesis(Hypothesis):
+    """A frozen Weighted Majority: each expert's vote goes to its own top class."""
+
+    def __init__(
+        self, weights: np.ndarray, labels: tuple[Label, ...], check: InstanceCheck
+    ) -> None:
+        self.weights = np.array(weights, dtype=np.float64)
+        self.weights.flags.writeable = False
+        self.labels = labels
+        self.check = check
+
+    def scores(self, x: Any) -> np.ndarray:
+        x = self.check(x)
+        picks = np.empty((len(x), 2), dtype=np.int64)
+        totals, _ = kernel.votes(self.weights, x.expert, x.cls, x.value, len(self.labels), picks)
+        return np.asarray(totals)
+
+
+class WeightedMajority(MulticlassLearner):
+    """Weighted Majority over experts, each predicting one label.
+
+    Each sub-expert predicts its top-voted class (ties to the smallest); sub-experts with no
+    vote abstain. Class j gets the total weight of the experts predicting j, and the first
+    class with the largest total is predicted. Experts that predicted wrongly have their
+    weight multiplied by ``beta``, on every trial (``update="every_trial"``, LW94's WM) or
+    only when the master prediction was wrong (``"on_mistake"``). If the best expert makes
+    m mistakes among v experts, M <= (ln v + m ln(1/beta)) / ln(2/(1+beta)).
+
+    Parameters
+    ----------
+    n_experts
+        Number of experts.
+    beta
+        Penalty factor in [0, 1).
+    update
+        ``"every_trial"`` or ``"on_mistake"``.
+    labels
+        The class labels, in class order.
+
+    Examples
+    --------
+    >>> wm = WeightedMajority(n_experts=3, labels=[0, 1], beta=0.5)
+    >>> x = Experts.one_hot([0, 1, 1])
+    >>> wm.predict(x)
+    1
+    >>> wm.learn(x, 0)
+    Outcome(mistake=True, updated=True)
+    >>> wm.weights().tolist()
+    [1.0, 0.5, 0.5]
+    """
+
+    kind = "weighted-majority"
+    value_range = (0.0, 1.0)
+    _parameter_constraints = {
+        "n_experts": Integer(1, MAX_SIZE),
+        "beta": Real(0.0, 1.0, high_open=True),
+        "update": Options(("every_trial", "on_mistake")),
+        "labels": Labels(),
+    }
+    _state_arrays = {"u_": "float64", "scalars_": "float64"}
+
+    def __init__(
+        self,
+        n_experts: int,
+        labels: Sequence[Label],
+        beta: float = 0.5,
+        update: str = "every_trial",
+    ) -> None:
+        self.n_experts = n_experts
+        self.labels = labels  # type: ignore[assignment]
+        self.beta = beta
+        self.update = update
+        self._initialise()
+
+    def _reset_state(self) -> None:
+        self.u_ = np.ones(self.n_experts)
+        # [running sum of the weights, the sum at the last exact count]
+        self.scalars_ = np.array([float(self.n_experts), float(self.n_experts)])
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"u_": (self.n_experts,), "scalars_": (2,)}
+
+    def _check_state(self) -> None:
+        if (self.u_ < 0).any():
+            raise InvalidState("weighted-majority weights must be non-negative")
+        if not np.isclose(self.scalars_[0], self.u_.sum(), rtol=1e-6, atol=1e-300):
+            raise InvalidState("weighted-majority running sum does not match its weights")
+
+    def _scores(self, x: Experts) -> np.ndarray:
+        picks = np.empty((len(x), 2), dtype=np.int64)
+        totals, _ = kernel.votes(self.u_, x.expert, x.cls, x.value, self.n_classes, picks)
+        return np.asarray(totals)
+
+    def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
+        return kernel.learn(
+            self.u_,
+            self.scalars_,
+            float(self.beta),
+            self.update == "every_trial",
+            x.expert,
+            x.cls,
+            x.value,
+            self.n_classes,
+            c,
+        )
+
+    def weights(self) -> np.ndarray:
+        return self.u_.copy()
+
+    def snapshot(self) -> WeightedMajorityHypothesis:  # type: ignore[override]
+        return WeightedMajorityHypothesis(self.u_, self.labels, self._check)

@@ -1,0 +1,1 @@
+"""V-Combine (voting over on-line hypotheses) and the VR-Combine preset."""

@@ -1,0 +1,1 @@
+"""Wrappers around one learner: averaging, instance recycling and the sub-expert conversion."""

@@ -1,0 +1,52 @@
+"""The real app served by uvicorn in a thread of the test process, on a free loopback port."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
+
+from app.config import Settings
+from app.main import create_app
+
+__all__ = ["ServerThread", "free_port"]
+
+START_TIMEOUT = 20.0  # seconds for uvicorn to start listening
+STOP_TIMEOUT = 10.0
+
+
+def free_port() -> int:
+    """A loopback port that was free when asked."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerThread:
+    """uvicorn serving ``app`` (by default the app of ``settings``) in a daemon thread, from
+    ``with`` entry until exit; ``url`` is its base URL."""
+
+    def __init__(self, settings: Settings, app: FastAPI | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            app or create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(STOP_TIMEOUT)
