@@ -200,7 +200,7 @@ def _vr_combine(p: dict[str, Any], c: Context, path: str) -> int:
 
 def _normal(value: Any) -> Any:
     """A spec as the learner built from it reports it (defaults filled in, no context), to
-    find the averaged members that follow another member (models.voting.trial._followers)."""
+    find the averaged members that follow another member (models.voting.members.find_followers)."""
     if isinstance(value, Learner):
         return inner_spec(value)
     if isinstance(value, Mapping):

@@ -35,17 +35,25 @@ from models.wrappers.recycling import Recycling
 from models.wrappers.subexpert import SubExpert
 
 
-class VotingTrial(Protocol):
+class VotingView(Protocol):
     """What the compiled trial reads of the V-Combine it runs for."""
 
-    learners_: list[Learner]
-    followers: dict[int, int]
-    weighted_vote: bool
     buffer_: deque[tuple[Any, int]]
-    slots_: list[Any]
     r: int
     vote_normalize: str
     wm_update: str
+
+    @property
+    def learners_(self) -> list[Learner]: ...
+
+    @property
+    def followers(self) -> dict[int, int]: ...
+
+    @property
+    def weighted_vote(self) -> bool: ...
+
+    @property
+    def slots_(self) -> list[Any]: ...
 
     @property
     def input_kind(self) -> str: ...
@@ -114,7 +122,7 @@ _EMPTY = {  # the shape of an averaged member's array over n sub-experts, at mos
 class CompiledMembers:
     """Views of a V-Combine's members for the compiled trial; build with :meth:`of`."""
 
-    def __init__(self, vc: VotingTrial, recycled: list[int], leaders: dict[int, int]) -> None:
+    def __init__(self, vc: VotingView, recycled: list[int], leaders: dict[int, int]) -> None:
         members = vc.learners_
         v = len(members)
         self.k = vc.n_classes
@@ -153,7 +161,7 @@ class CompiledMembers:
         self.dense = np.empty(vc.input_size)
 
     @classmethod
-    def of(cls, vc: VotingTrial) -> CompiledMembers | None:
+    def of(cls, vc: VotingView) -> CompiledMembers | None:
         """The compiled view of ``vc``'s members, or None when some member needs the
         reference path."""
         if vc.input_kind != "experts" or vc.vote_normalize != "none":
@@ -180,7 +188,7 @@ class CompiledMembers:
             return None
         return cls(vc, recycled, leaders)
 
-    def _pack_buffer(self, vc: VotingTrial, width: int) -> tuple[np.ndarray, ...]:
+    def _pack_buffer(self, vc: VotingView, width: int) -> tuple[np.ndarray, ...]:
         r = vc.r
         width = max([width, *(len(x) for x, _ in vc.buffer_)])
         ba = np.zeros((r, width), dtype=np.int64)
@@ -197,7 +205,7 @@ class CompiledMembers:
         """Whether an instance of m non-zeros fits every store and the buffer."""
         return m <= self.width and m <= self.buffer[0].shape[1]
 
-    def pack_slots(self, vc: VotingTrial) -> None:
+    def pack_slots(self, vc: VotingView) -> None:
         """Take the slot hypotheses' weights afresh if the held ones changed."""
         held = [s.hypothesis for s in vc.slots_ if s.hypothesis is not None]
         if [id(h) for h in held] == self.held:
@@ -224,7 +232,7 @@ class CompiledMembers:
         work, dense = self.work[2], self.dense
         return int(buffer_record(g, *self.member, *self.buffer, work, dense))  # type: ignore[call-arg]
 
-    def checkpoints(self, vc: VotingTrial, x: Any, whole: bool) -> list[tuple[Any, Any]]:
+    def checkpoints(self, vc: VotingView, x: Any, whole: bool) -> list[tuple[Any, Any]]:
         """Undo tokens of the members the next trial may have to undo: those that can
         refuse (they learn first), or every member for a whole trial."""
         members = vc.learners_
@@ -236,7 +244,7 @@ class CompiledMembers:
         return out + [(members[g], members[g].checkpoint(x)) for g in self.leaders if whole]
 
     def settle(
-        self, vc: VotingTrial, c: int, failed: int, predicted: int
+        self, vc: VotingView, c: int, failed: int, predicted: int
     ) -> tuple[np.ndarray, bool]:
         """Count the trial in every member as ``learn`` and ``follow`` would; return which
         members made a mistake and whether any updated. On a refused update raise

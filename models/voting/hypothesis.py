@@ -18,7 +18,6 @@ from models.learners.weighted_majority import WeightedMajorityHypothesis
 
 __all__ = [
     "HYPOTHESIS_CLASSES",
-    "Packed",
     "VotingHypothesis",
     "combine_votes",
     "effective_weights",
@@ -106,19 +105,3 @@ def rebuild_hypothesis(
     if code == 2:
         return LinearHypothesis(w, real, labels, bool(strict), check)
     return WeightedMajorityHypothesis(w, labels, check)
-
-
-class Packed:
-    """A state array packed from the live slots or buffer when read (export); an imported
-    value waits in ``_loaded`` until ``_import_extra`` rebuilds the slots and buffer."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        return getattr(obj, "_pack_" + self.name.rstrip("_"))()
-
-    def __set__(self, obj: Any, value: np.ndarray) -> None:
-        obj._loaded[self.name] = value

@@ -1,14 +1,19 @@
-"""V-Combine's schedule: the pure target and window arithmetic and the slot records."""
+"""V-Combine's schedule: the target and window arithmetic, the slots, and the steps that
+move them after a trial (ALGORITHMS.md §3.2 steps 5-7)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import numpy as np
 
 from models.core.hypothesis import Hypothesis
 from models.voting.hypothesis import hypothesis_fields
 
 __all__ = [
+    "Schedule",
     "Slot",
     "SlotView",
     "creation_spacing",
@@ -119,3 +124,118 @@ class SlotView(NamedTuple):
     trial: int  # tau at which the held hypothesis was chosen (0: none yet)
     learner: int  # the learner it came from (-1: none)
     version: int  # that learner's version_ then (-1: none)
+
+
+class Schedule:
+    """The h slots and the counters that move them.
+
+    ``scalars`` (V-Combine's ``scalars_``) is [tau, spacing, restarts, M_V]: trials since
+    the last (re)start, the spacing s, the restarts so far and the vote's mistakes since the
+    last restart. ``wait`` is d, the first wait before restarts are checked.
+    """
+
+    def __init__(self, h: int, window: int, wait: int, restarts: bool, online: bool) -> None:
+        self.h, self.window, self.wait = h, window, wait
+        self.restarts, self.online = restarts, online
+        self.scalars = np.array([0, 1, 0, 0], dtype=np.int64)
+        self.slots = self.initial()
+
+    def initial(self) -> list[Slot]:
+        return [Slot(t, *window(t, 1, self.window)) for t in targets(1, self.h)]
+
+    @property
+    def tau(self) -> int:
+        return int(self.scalars[0])
+
+    @property
+    def spacing(self) -> int:
+        return int(self.scalars[1])
+
+    @property
+    def restart_count(self) -> int:
+        return int(self.scalars[2])
+
+    @property
+    def vote_mistakes(self) -> int:
+        return int(self.scalars[3])
+
+    def views(self) -> tuple[SlotView, ...]:
+        """The current targets in order, their windows and the hypotheses they hold."""
+        return tuple(
+            SlotView(s.target, s.start, s.end, True, s.trial, *s.key)
+            if s.hypothesis is not None
+            else SlotView(s.target, s.start, s.end, False, 0, -1, -1)
+            for s in self.slots
+        )
+
+    def hypotheses(self) -> tuple[Hypothesis, ...]:
+        return tuple(s.hypothesis for s in self.slots if s.hypothesis is not None)
+
+    def credit(self, key: tuple[int, int], correct: bool) -> None:
+        """With the on-line estimate, credit the slots whose held hypothesis predicted this
+        trial as B's current one, within their window."""
+        if not self.online:
+            return
+        tau = self.tau
+        for s in self.slots:
+            if s.key == key and s.start <= tau < s.end:
+                s.c_on += int(correct)
+                s.n_on += 1
+
+    def close(self, vote_wrong: bool) -> None:
+        """Count the trial: the vote's mistake, and tau += 1."""
+        self.scalars[3] += vote_wrong
+        self.scalars[0] += 1
+
+    def advance(
+        self,
+        key: tuple[int, int],
+        record: Callable[[], tuple[int, int]],
+        snapshot: Callable[[], Hypothesis],
+    ) -> bool:
+        """Steps 5-6 after tau += 1: the windows consider B's hypothesis ``key`` (its
+        ``record`` on the r-buffer, its ``snapshot``), then the spacing doubles when tau
+        reaches h * s. True if a slot changed."""
+        tau, s, h = self.tau, self.spacing, self.h
+        changed = False
+        for slot in self.slots:
+            if slot.start == tau:
+                self._hold(slot, key, record(), snapshot())
+                changed = True
+            elif slot.start < tau <= slot.end and slot.seen != key:
+                slot.seen = key
+                estimate = record()
+                if higher_record(estimate, slot.estimate(self.online)):
+                    self._hold(slot, key, estimate, snapshot())
+                    changed = True
+        if tau == h * s:  # keep the even multiples of the old spacing
+            kept = [t for t in self.slots if (t.target // s) % 2 == 0]
+            changed |= any(t.hypothesis is not None for t in self.slots if (t.target // s) % 2)
+            s *= 2
+            self.scalars[1] = s
+            new = targets(s, h)[h // 2 :]
+            self.slots = kept + [Slot(t, *window(t, s, self.window)) for t in new]
+        return changed
+
+    def _hold(
+        self, slot: Slot, key: tuple[int, int], record: tuple[int, int], h: Hypothesis
+    ) -> None:
+        slot.hypothesis = h
+        slot.trial, slot.key, slot.seen = self.tau, key, key
+        slot.c_buf, slot.n_buf = record
+        slot.c_on = slot.n_on = 0
+
+    def restart_due(self, best_recent: int) -> bool:
+        """Step 7: from tau >= d * 2^restarts, restart when M_B < M_V."""
+        return (
+            self.restarts
+            and self.tau >= restart_wait(self.wait, self.restart_count)
+            and best_recent < self.vote_mistakes
+        )
+
+    def restart(self) -> bool:
+        """Discard the slots and reset tau, s and M_V; True if a slot held a hypothesis."""
+        changed = any(t.hypothesis is not None for t in self.slots)
+        self.slots = self.initial()
+        self.scalars[:] = [0, 1, self.restart_count + 1, 0]
+        return changed

@@ -1,21 +1,32 @@
-"""Voting over on-line hypotheses: V-B and V-Combine (ALGORITHMS.md §3.2; S4 §V.B).
+"""V-Combine: voting over on-line hypotheses, V-B and V-Combine (ALGORITHMS.md §3.2; S4 §V.B).
 
-The pure functions of :mod:`models.voting.schedule` give the schedule arithmetic: :func:`targets`,
-:func:`window`, :func:`creation_spacing`, :func:`live_window` and :func:`restart_wait`
-(re-exported here).
+The algorithm reads top to bottom in :class:`VCombine`; it composes its members
+(:class:`~models.voting.members.Members`: how a trial teaches them, what is counted of them),
+its schedule (:class:`~models.voting.schedule.Schedule`: the slots, windows, doubling and
+restarts), the r-buffer of recent trials, and, when the members allow it, their part of a
+trial run in one compiled call (:mod:`models.voting.compiled`). Its state document is packed
+and checked by :mod:`models.voting.state`. The pure schedule arithmetic (:func:`targets`,
+:func:`window`, :func:`creation_spacing`, :func:`live_window`, :func:`restart_wait`) is
+re-exported here.
+
+Refusals: roll back. Members learn before anything of V-Combine's own moves, the ones
+that can refuse first, each leaving an undo token; so a refusal undoes only those. A
+checkpoint for a wrapper that must undo a whole trial (``whole``) journals every member
+and keeps V-Combine's own state too.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from models.core.hypothesis import Label
+from models.core.hypothesis import Hypothesis, Label
 from models.core.learner import Learner, SpecList
-from models.core.nested import build_inner, check_size, inner_spec, input_kind_of
+from models.core.nested import build_inner, check_size, import_children, inner_spec, input_kind_of
 from models.core.params import (
     MAX_SIZE,
     Bool,
@@ -25,13 +36,20 @@ from models.core.params import (
     Options,
     Real,
 )
+from models.kernels.common import argmax_first
+from models.voting import state as vs
 from models.voting.compiled import CompiledMembers
 from models.voting.hypothesis import (
     HYPOTHESIS_CLASSES,
     VotingHypothesis,
+    combine_votes,
+    effective_weights,
     hypothesis_fields,
 )
+from models.voting.members import Members
 from models.voting.schedule import (
+    Schedule,
+    Slot,
     SlotView,
     creation_spacing,
     live_window,
@@ -39,8 +57,7 @@ from models.voting.schedule import (
     targets,
     window,
 )
-from models.voting.state import VotingState
-from models.voting.trial import find_followers, link_followers
+from models.wrappers.recycling import Recycling
 
 __all__ = [
     "SlotView",
@@ -54,7 +71,7 @@ __all__ = [
 ]
 
 
-class VCombine(VotingState):
+class VCombine(Learner):
     """V-Combine: vote over spaced hypotheses of the best of v learners (V-B when v = 1).
 
     Every learner learns each trial from its own prediction. The voters are the h slots'
@@ -144,23 +161,18 @@ class VCombine(VotingState):
         "n_features": Integer(1, MAX_SIZE, optional=True),
         "n_experts": Integer(1, MAX_SIZE, optional=True),
     }
-    #: Per learner: total mistakes, mistakes since the last restart, WM weight; scalars_ =
-    #: [tau, spacing, restarts, vote mistakes since the last restart]; the slots (a table, the
-    #: hypotheses' reals and one weight row per held slot, in slot order) and the r-buffer
-    #: (labels, offsets into the concatenated index and value arrays), oldest first.
-    _state_arrays = {
-        "wm_weights_": "float64",
-        "learner_mistakes_": "int64",
-        "recent_mistakes_": "int64",
-        "scalars_": "int64",
-        "slot_table_": "int64",
-        "slot_reals_": "float64",
-        "slot_weights_": "float64",
-        "buffer_labels_": "int64",
-        "buffer_offsets_": "int64",
-        "buffer_index_": "int64",
-        "buffer_values_": "float64",
-    }
+    _state_arrays = vs.STATE_ARRAYS
+    #: Run trials through :mod:`models.voting.compiled` when the members allow it; False keeps
+    #: the composed reference path (the two agree bit for bit).
+    _compiled: ClassVar[bool] = True
+
+    slot_table_ = vs.Packed(lambda vc: vs.pack_slot_table(vc.slots_))
+    slot_reals_ = vs.Packed(lambda vc: vs.pack_slot_reals(vc.slots_))
+    slot_weights_ = vs.Packed(lambda vc: vs.pack_slot_weights(vc.slots_, vc.input_size))
+    buffer_labels_ = vs.Packed(lambda vc: vs.pack_buffer_labels(vc.buffer_))
+    buffer_offsets_ = vs.Packed(lambda vc: vs.pack_buffer_offsets(vc.buffer_))
+    buffer_index_ = vs.Packed(lambda vc: vs.pack_buffer_index(vc.buffer_, vc.input_kind))
+    buffer_values_ = vs.Packed(lambda vc: vs.pack_buffer_values(vc.buffer_, vc.input_kind))
 
     def __init__(
         self,
@@ -233,17 +245,14 @@ class VCombine(VotingState):
             built.append(inner)
             checks.append(probe.check)
             codes.append(hypothesis_fields(probe)[0])
-        self.learners_: list[Learner] = built
         self._checks, self._codes = checks, codes
         ranges = [inner.value_range or (-np.inf, np.inf) for inner in built]
         low, high = max(lo for lo, _ in ranges), min(hi for _, hi in ranges)
         self.value_range = None if (low, high) == (-np.inf, np.inf) else (low, high)
-        self._online = self.accuracy == "buffer+online"
-        self.weighted_vote = self.select == "weighted-majority"
-        self.followers = find_followers(specs)
-        link_followers(self.learners_, self.followers)
-        leaders = [i for i in range(len(built)) if i not in self.followers]
-        self._refusing_first = sorted(leaders, key=lambda i: not built[i].can_refuse())
+        weighted = self.select == "weighted-majority"
+        self._members = Members(built, specs, weighted, self.beta, self.wm_update)
+        online = self.accuracy == "buffer+online"
+        self._schedule = Schedule(self.h, self.window, self.restart_wait, self.restarts, online)
 
     def members(self) -> Sequence[Mapping[str, Any] | Learner]:
         """The specs (or learner objects) of the members to build."""
@@ -253,15 +262,266 @@ class VCombine(VotingState):
         return {**self.get_params(), "learners": self.learners_}
 
     def _reset_state(self) -> None:
-        for inner in self.learners_:
-            inner.reset()
-        v = len(self.learners_)
-        self.learner_mistakes_ = np.zeros(v, dtype=np.int64)
-        self.recent_mistakes_ = np.zeros(v, dtype=np.int64)
-        self.wm_weights_ = np.ones(v)
-        self.scalars_ = np.array([0, 1, 0, 0], dtype=np.int64)
+        self._members.reset()
+        self._schedule = Schedule(
+            self.h, self.window, self.restart_wait, self.restarts, self._schedule.online
+        )
         self.buffer_: deque[tuple[Any, int]] = deque(maxlen=self.r)
-        self.slots_ = self._initial_slots()
         self._loaded: dict[str, np.ndarray] = {}
         self._fast: CompiledMembers | None = None  # built at the next trial
         self._fast_tried = False
+        self._whole = False
+
+    # -- what V-Combine holds ---------------------------------------------------------------
+
+    @property
+    def learners_(self) -> list[Learner]:
+        return self._members.learners
+
+    @property
+    def followers(self) -> dict[int, int]:
+        return self._members.followers
+
+    @property
+    def weighted_vote(self) -> bool:
+        return self._members.weighted_vote
+
+    @property
+    def learner_mistakes_(self) -> np.ndarray:
+        return self._members.mistakes
+
+    @learner_mistakes_.setter
+    def learner_mistakes_(self, value: np.ndarray) -> None:
+        self._members.mistakes = value
+
+    @property
+    def recent_mistakes_(self) -> np.ndarray:
+        return self._members.recent
+
+    @recent_mistakes_.setter
+    def recent_mistakes_(self, value: np.ndarray) -> None:
+        self._members.recent = value
+
+    @property
+    def wm_weights_(self) -> np.ndarray:
+        return self._members.weights
+
+    @wm_weights_.setter
+    def wm_weights_(self, value: np.ndarray) -> None:
+        self._members.weights = value
+
+    @property
+    def scalars_(self) -> np.ndarray:
+        return self._schedule.scalars
+
+    @scalars_.setter
+    def scalars_(self, value: np.ndarray) -> None:
+        self._schedule.scalars = value
+
+    @property
+    def slots_(self) -> list[Slot]:
+        return self._schedule.slots
+
+    @property
+    def tau_(self) -> int:
+        """Trials since the last (re)start."""
+        return self._schedule.tau
+
+    @property
+    def spacing_(self) -> int:
+        return self._schedule.spacing
+
+    @property
+    def restarts_(self) -> int:
+        return self._schedule.restart_count
+
+    @property
+    def vote_mistakes_(self) -> int:
+        """M_V: the vote's mistakes since the last restart."""
+        return self._schedule.vote_mistakes
+
+    @property
+    def best_(self) -> int:
+        """The index of the learner B whose current hypothesis votes and may predict."""
+        return self._members.best()
+
+    @property
+    def best_mistakes_(self) -> int:
+        """M_B: B's mistakes since the last restart."""
+        return int(self._members.recent[self.best_])
+
+    @property
+    def uses_best_(self) -> bool:
+        """Whether the next prediction is B's (M_B < M_V) rather than the vote's."""
+        return self.best_mistakes_ < self.vote_mistakes_
+
+    @property
+    def schedule(self) -> tuple[SlotView, ...]:
+        """The current targets in order, their windows and the hypotheses they hold."""
+        return self._schedule.views()
+
+    @property
+    def slot_hypotheses(self) -> tuple[Hypothesis, ...]:
+        return self._schedule.hypotheses()
+
+    # -- prediction -------------------------------------------------------------------------
+
+    def _vote_of(self, x: Any, current: np.ndarray) -> np.ndarray:
+        scores = [h.scores(x) for h in self._schedule.hypotheses()]
+        scores.append(current)
+        return combine_votes(scores, self.vote_normalize, self.n_classes)
+
+    def vote_scores(self, x: Any) -> np.ndarray:
+        """The vote V (slots plus B's current hypothesis), whichever rule predicts."""
+        x = self.coerce(x)
+        return self._vote_of(x, self.learners_[self.best_].scores(x))
+
+    def _scores(self, x: Any) -> np.ndarray:
+        current = self.learners_[self.best_].scores(x)
+        return current if self.uses_best_ else self._vote_of(x, current)
+
+    def _predict(self, x: Any) -> int:
+        if self.uses_best_:
+            return self._class[self.learners_[self.best_].predict(x)]
+        return int(argmax_first(self._scores(x)))
+
+    def snapshot(self) -> Hypothesis:
+        """The frozen rule in force (§5.2): B's hypothesis if M_B < M_V, else the vote."""
+        current = self.learners_[self.best_].snapshot()
+        if self.uses_best_:
+            return current
+        return VotingHypothesis(
+            [*self.slot_hypotheses, current], self.vote_normalize, self.labels, self._check
+        )
+
+    def weights(self) -> np.ndarray:
+        """The effective weights of :meth:`snapshot` (see :class:`VotingHypothesis`)."""
+        return np.array(effective_weights(self.snapshot()))
+
+    # -- the trial (§3.2 "Order of operations") ----------------------------------------------
+
+    def _learn(self, x: Any, c: int) -> tuple[int, bool]:
+        members, fast = self._members, self._compiled_members(x)
+        b = members.best()
+        current = self.learners_[b]
+        key = (b, current.version_)
+        use_best = self.uses_best_
+        journal = self._journal
+        if fast is not None:  # steps 1-3 in one compiled call
+            fast.pack_slots(self)
+            if journal is not None:  # the compiled loop runs the refusing members first
+                journal += fast.checkpoints(self, x, self._whole)
+            failed, voted, best_predicted = fast.trial(x, c, b)
+            predicted = best_predicted if use_best else voted
+            wrong, changed = fast.settle(self, c, failed, predicted)
+            picks = None
+        else:
+            # 1. the vote and the prediction; 2-3. every member learns from its own
+            voted = int(argmax_first(self._vote_of(x, current.scores(x))))
+            predicted = current._predict(x) if use_best else voted
+            picks = members.picks(x)
+            wrong, changed = members.learn(self, x, c, self.labels[c], journal, self._whole)
+        # 4. the counts; 5-7. the windows, doubling and restarts
+        schedule = self._schedule
+        schedule.credit(key, not wrong[b])
+        members.count(wrong, picks, c, self.n_classes)
+        self.buffer_.append((x, c))
+        schedule.close(voted != c)
+        changed |= self._advance()
+        return predicted, changed or (self.best_, self.uses_best_) != (b, use_best)
+
+    def _advance(self) -> bool:
+        """Steps 5-7 after tau += 1: windows, doubling, restart. True if a slot changed."""
+        b = self._members.best()
+        best = self.learners_[b]
+        schedule = self._schedule
+        changed = schedule.advance((b, best.version_), lambda: self._record(b), best.snapshot)
+        if schedule.restart_due(int(self._members.recent[b])):
+            changed |= schedule.restart()
+            self._members.recent[:] = 0
+        return changed
+
+    def _record(self, g: int) -> tuple[int, int]:
+        """(correct, tried) of learner g's current hypothesis on the r-buffer."""
+        if self._fast is not None:
+            return self._fast.record(g), len(self.buffer_)
+        return self._members.record(g, self.buffer_)
+
+    def _compiled_members(self, x: Any) -> CompiledMembers | None:
+        """The compiled view of the members (:mod:`models.voting.compiled`), if they allow one."""
+        if not self._compiled:  # (a view taken before would miss the trials from here)
+            self._fast, self._fast_tried = None, False
+            return None
+        if not self._fast_tried:
+            self._fast, self._fast_tried = CompiledMembers.of(self), True
+        fast = self._fast
+        if fast is None:
+            return None
+        m = x.expert.shape[0]
+        if not fast.fits(m):  # widen the stores as their own trials would, then look again
+            for g in fast.recycled:
+                inner = self.learners_[g]
+                assert isinstance(inner, Recycling)
+                if m > inner.items_a_.shape[1]:
+                    inner._widen(m)
+            fast = self._fast = CompiledMembers.of(self)
+        return fast
+
+    # -- refusals ---------------------------------------------------------------------------
+
+    def can_refuse(self) -> bool:
+        return any(inner.can_refuse() for inner in self.learners_)
+
+    def _save(self, x: Any, whole: bool) -> Any:
+        """The stores the compiled path may widen and, for a whole trial, V-Combine's own
+        state (the slots are copied, their hypotheses are immutable)."""
+        self._whole = whole
+        stores = [
+            (m, m.items_a_, m.items_b_, m.items_v_)
+            for m in self.learners_
+            if isinstance(m, Recycling) and self._compiled
+        ]
+        if not whole:
+            return stores, None
+        arrays = (self.learner_mistakes_, self.recent_mistakes_, self.wm_weights_, self.scalars_)
+        slots = [copy.copy(slot) for slot in self.slots_]
+        return stores, ([a.copy() for a in arrays], slots, deque(self.buffer_, maxlen=self.r))
+
+    def _restore(self, saved: Any) -> None:
+        stores, own = saved
+        for m, a, b, v in stores:
+            m.items_a_, m.items_b_, m.items_v_ = a, b, v
+        if own is not None:
+            arrays, self._schedule.slots, self.buffer_ = own
+            live = (self.learner_mistakes_, self.recent_mistakes_, self.wm_weights_, self.scalars_)
+            for target, value in zip(live, arrays, strict=True):
+                target[...] = value
+        self._fast, self._fast_tried = None, False  # the members' arrays are theirs again
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _array_shapes(self) -> dict[str, tuple[int, ...]]:
+        return vs.array_shapes(len(self.learners_), self.h, self.input_size, self.input_kind)
+
+    def _check_state(self) -> None:
+        vs.check_counters(
+            self.scalars_, self.learner_mistakes_, self.recent_mistakes_, self.wm_weights_, self.h
+        )
+
+    def _export_extra(self) -> dict[str, Any]:
+        return {f"learner:{i}": inner.export_state() for i, inner in enumerate(self.learners_)}
+
+    def _import_extra(self, children: Mapping[str, Any]) -> None:
+        if all(name.startswith("learner.") for name in children):  # the earlier spelling
+            children = {name.replace(".", ":", 1): doc for name, doc in children.items()}
+        fresh = [inner.clone() for inner in self.learners_]
+        import_children(fresh, children, "learner", self.kind)
+        loaded, self._loaded = self._loaded, {}
+        slots = vs.rebuild_slots(
+            loaded, fresh, self.scalars_, self.h, self.window, self.r,
+            self._codes, self._checks, self.labels,
+        )  # fmt: skip
+        buffer = vs.rebuild_buffer(loaded, self.r, self.n_classes, self.input_kind, self._check)
+        self._members.replace(fresh)
+        self._schedule.slots, self.buffer_ = slots, buffer
+        self._fast, self._fast_tried = None, False
