@@ -132,7 +132,7 @@ def _sums(rows: int, c: Context) -> int:
 
 
 def _vector(p: dict[str, Any], c: Context, path: str) -> int:
-    return _W * c.n  # winnow, perceptron, multiclass-winnow: w_
+    return _W * (c.n + 6)  # winnow, perceptron, multiclass-winnow: w_, _prm (at most 6)
 
 
 def _balanced(p: dict[str, Any], c: Context, path: str) -> int:
@@ -144,7 +144,7 @@ def _alma(p: dict[str, Any], c: Context, path: str) -> int:
 
 
 def _committee(p: dict[str, Any], c: Context, path: str) -> int:
-    return _W * (c.n + 4) + _scratch(c)  # r_, scalars_
+    return _W * (c.n + 4 + 1) + _scratch(c)  # r_, scalars_, _prm
 
 
 def _weighted_majority(p: dict[str, Any], c: Context, path: str) -> int:

@@ -243,15 +243,17 @@ class Learner:
         self.count(predicted != c, updated)
         return predicted, updated
 
-    def count(self, mistake: bool, updated: bool) -> None:
+    def count(self, mistake: bool, updated: bool, changes: int = 0) -> None:
         """Count one trial. The trial, mistake and update counters move here and nowhere
-        else; an update is a change of hypothesis, so it moves ``version_`` too."""
+        else; an update is a change of hypothesis, so it moves ``version_`` too, as do
+        the trial's other ``changes`` (see :meth:`moved`)."""
         self.trials_ += 1
         if mistake:
             self.mistakes_ += 1
         if updated:
             self.updates_ += 1
             self.version_ += 1
+        self.version_ += changes
 
     def moved(self, changes: int = 1) -> None:
         """Count changes of hypothesis besides a trial's own update (a recycled update,

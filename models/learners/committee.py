@@ -69,6 +69,7 @@ class Committee(MulticlassLearner):
     def _check_params(self) -> None:
         self._la = float(np.log(self.alpha))
         self._k = len(self.labels)
+        self._prm = fam.pack({fam.COMMITTEE_LOG_ALPHA: self._la})
 
     def _reset_state(self) -> None:
         self.r_ = np.full(self.n_experts, 1.0 / self.n_experts)
@@ -118,8 +119,7 @@ class Committee(MulticlassLearner):
         return True
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        prm = fam.pack({fam.COMMITTEE_LOG_ALPHA: self._la})
-        return fam.COMMITTEE, self.r_[None, :], self.scalars_, prm
+        return fam.COMMITTEE, self.r_[None, :], self.scalars_, self._prm
 
     def snapshot(self) -> LinearMaxHypothesis:
         # Keep the raw weights so the snapshot's arg-max is the learner's, ties included.

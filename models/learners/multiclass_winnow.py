@@ -73,20 +73,20 @@ class MulticlassWinnow(MulticlassLearner):
         self._initialise()
 
     def _check_params(self) -> None:
-        if self.init_weights is not None:
-            self.init_weights = [float(v) for v in self.init_weights]
-        if self.init_weights is not None and len(self.init_weights) != self.n_experts:
+        self._init = None if self.init_weights is None else [float(v) for v in self.init_weights]
+        self._prm = fam.pack({fam.MULTICLASS_WINNOW_ALPHA: self.alpha})
+        if self._init is not None and len(self._init) != self.n_experts:
             raise InvalidParameter(
                 "init_weights",
-                f"<{len(self.init_weights)} values>",
+                f"<{len(self._init)} values>",
                 f"a list of n_experts={self.n_experts} values",
             )
 
     def _reset_state(self) -> None:
-        if self.init_weights is None:
+        if self._init is None:
             self.w_ = np.full(self.n_experts, float(self.init))
         else:
-            self.w_ = np.array(self.init_weights, dtype=np.float64)
+            self.w_ = np.array(self._init, dtype=np.float64)
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"w_": (self.n_experts,)}
@@ -130,8 +130,7 @@ class MulticlassWinnow(MulticlassLearner):
         return np.ones(1)
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        prm = fam.pack({fam.MULTICLASS_WINNOW_ALPHA: self.alpha})
-        return fam.MULTICLASS_WINNOW, self.w_[None, :], np.zeros(0), prm
+        return fam.MULTICLASS_WINNOW, self.w_[None, :], np.zeros(0), self._prm
 
     def weights(self) -> np.ndarray:
         return self.w_.copy()

@@ -78,9 +78,11 @@ class Perceptron(BinaryLearner):
     def linear_coef(self) -> np.ndarray:
         return np.ones(1)
 
+    def _check_params(self) -> None:
+        self._prm = fam.pack({fam.PERCEPTRON_ETA: self.eta})
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        prm = fam.pack({fam.PERCEPTRON_ETA: self.eta})
-        return fam.PERCEPTRON, self.w_[None, :], _NO_SCALARS, prm
+        return fam.PERCEPTRON, self.w_[None, :], _NO_SCALARS, self._prm
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx]

@@ -114,6 +114,16 @@ class Winnow(BinaryLearner):
         self._la = float(np.log(self.alpha))
         self._lb = float(np.log(self.beta)) if self.beta is not None else -self._la
         self._eliminate = self.demotion == "eliminate"
+        self._prm = fam.pack(
+            {
+                fam.WINNOW_LOW: self._lo,
+                fam.WINNOW_HIGH: self._hi,
+                fam.WINNOW_STRICT: self.strict,
+                fam.WINNOW_PROMOTE: self._la,
+                fam.WINNOW_DEMOTE: self._lb,
+                fam.WINNOW_ELIMINATE: self._eliminate,
+            }
+        )
 
     def _reset_state(self) -> None:
         self.w_ = np.full(self.n_features, float(self.init))
@@ -165,17 +175,7 @@ class Winnow(BinaryLearner):
         return np.ones(1)
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        prm = fam.pack(
-            {
-                fam.WINNOW_LOW: self._lo,
-                fam.WINNOW_HIGH: self._hi,
-                fam.WINNOW_STRICT: self.strict,
-                fam.WINNOW_PROMOTE: self._la,
-                fam.WINNOW_DEMOTE: self._lb,
-                fam.WINNOW_ELIMINATE: self._eliminate,
-            }
-        )
-        return fam.WINNOW, self.w_[None, :], _NO_SCALARS, prm
+        return fam.WINNOW, self.w_[None, :], _NO_SCALARS, self._prm
 
     def weights_at(self, idx: np.ndarray) -> np.ndarray:
         return self.w_[idx]

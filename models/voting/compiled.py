@@ -150,6 +150,9 @@ class CompiledMembers:
         us = np.array([r._u for r in store], dtype=np.int64)
         self.store = (self.order, us, *_blocks(store, _STORE))
         self.recycled, self.leaders = recycled, leaders
+        members = vc.learners_
+        self._recyclers = [(g, cast(Recycling, members[g])) for g in recycled]
+        self._followers = [(g, i, cast(Averaging, members[g])) for g, i in leaders.items()]
         self.buffer = self._pack_buffer(vc, self.width)
         self.slots: tuple[Any, ...] = (np.zeros((0, vc.input_size)), np.zeros(0), 0)
         self.held: list[int] = []
@@ -256,11 +259,10 @@ class CompiledMembers:
         preds, status, delta = (a.tolist() for a in self.work[4:])
         wrong = [p != c for p in preds]
         changed = False
-        for g in self.recycled:
-            r = cast(Recycling, members[g])
-            r.recycled(delta[g], status[g] == 1)
-            r.count(wrong[g], status[g] == 1)
-            changed = changed or status[g] == 1
-        for g, i in self.leaders.items():
-            cast(Averaging, members[g]).followed(wrong[g], status[i] == 1)
+        for g, r in self._recyclers:
+            updated = status[g] == 1
+            r.count_recycled(wrong[g], updated, delta[g])
+            changed = changed or updated
+        for g, i, a in self._followers:
+            a.followed(wrong[g], status[i] == 1)
         return np.array(wrong, dtype=bool), changed

@@ -220,16 +220,14 @@ class Averaging(Wrapper):
         self.count(predicted != c, updated)
         return Outcome(predicted != c, updated)
 
-    def _moves_with_inner(self) -> None:
-        """Once B has moved, the average moves on every trial."""
-        if self.learner_.version_ > 0:
-            self.moved()
+    def _moves_with_inner(self) -> int:
+        """Once B has moved, the average moves on every trial: 1 then, else 0."""
+        return int(self.learner_.version_ > 0)
 
     def followed(self, mistake: bool, updated: bool) -> None:
         """Count a trial of B whose hypothesis is already folded into the running sums
         (by V-Combine's compiled trial)."""
-        self._moves_with_inner()
-        self.count(mistake, updated)
+        self.count(mistake, updated, int(self.learner_.version_ > 0))
 
     def _absorb(self, candidates: np.ndarray) -> None:
         """Fold B's hypothesis after this trial into the running average."""
@@ -250,7 +248,7 @@ class Averaging(Wrapper):
             kernel.absorb(self.acc_, self.seen_, self.mark_, rows, candidates, p)
         self.totals_[0] = p + inner.linear_scale()
         self.totals_[1] = t + 1
-        self._moves_with_inner()
+        self.moved(self._moves_with_inner())
 
     def snapshot(self) -> Hypothesis:
         w = self.weights()

@@ -200,14 +200,21 @@ class Recycling(Wrapper):
             if status == 2:
                 kind = self.learner_.kind
                 raise UpdateRefused(f"{kind} refused an update that would overflow", pred)
-        self.recycled(int(self.internal_[2]) - before, status == 1)
+        internal_updates = int(self.internal_[2]) - before
+        self.moved(internal_updates)
+        self._inner_moved(internal_updates, status == 1)
         return int(pred), status == 1
 
-    def recycled(self, internal_updates: int, updated: bool) -> None:
-        """Count the changes of B's hypothesis a trial made: its recycled updates, and its
-        own update when ``updated`` (which the trial's count adds to this learner)."""
-        self.moved(internal_updates)
-        self.learner_.moved(internal_updates + updated)
+    def _inner_moved(self, internal_updates: int, updated: bool) -> None:
+        """B's hypothesis changed with each recycled update and with the trial's own."""
+        if internal_updates or updated:
+            self.learner_.moved(internal_updates + updated)
+
+    def count_recycled(self, mistake: bool, updated: bool, internal_updates: int) -> None:
+        """Count a trial whose recycling ran outside :meth:`learn` (V-Combine's compiled
+        trial): the trial itself and the changes of B's hypothesis it made."""
+        self.count(mistake, updated, internal_updates)
+        self._inner_moved(internal_updates, updated)
 
     def _save(self, x: Any, whole: bool) -> Any:
         oldest, count = (int(v) for v in self.ring_)

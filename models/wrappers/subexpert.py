@@ -99,6 +99,7 @@ class SubExpert(HasInner, MulticlassLearner):
         self._k = len(self.labels)
         mode = self.subexpert_z or ("runner_up" if inner.margin_based else "predicted")
         self._runner_up = mode == "runner_up"
+        self._offset = subexpert_family(0, self._runner_up)  # the family id is base + offset
 
     def spec_params(self) -> dict[str, Any]:
         return {**self.get_params(), "learner": self.learner_}
@@ -113,7 +114,7 @@ class SubExpert(HasInner, MulticlassLearner):
         inner = self.learner_.kernel_state()
         assert inner is not None  # every convertible learner has one
         fam, W, S, P = inner
-        return subexpert_family(fam, self._runner_up), W, S, P
+        return fam + self._offset, W, S, P
 
     def _scores(self, x: Experts) -> np.ndarray:
         fam, W, S, P = self.kernel_state()

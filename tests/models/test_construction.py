@@ -141,3 +141,14 @@ def test_v_combine_children_travel_as_every_wrapper_s_and_the_earlier_spelling_l
     assert twin.export_state() == doc
     with pytest.raises(InvalidState, match="learner:0"):
         twin.import_state({**doc, "children": {"learner:1": doc["children"]["learner:0"]}})
+
+
+def test_array_parameters_are_stored_untouched_too() -> None:
+    weights = [1, 2, 3]
+    learner = registry.KINDS["multiclass-winnow"](
+        n_experts=3, labels=["a", "b"], init_weights=weights
+    )
+    assert learner.init_weights is weights and learner.weights().tolist() == [1.0, 2.0, 3.0]
+    alphas = (1.5, 2)
+    vr = registry.KINDS["vr-combine"](alphas=alphas, ps=(), labels=["a", "b"], n_experts=3)
+    assert vr.alphas is alphas and vr.spec()["alphas"] == [1.5, 2.0]
