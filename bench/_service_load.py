@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -67,6 +68,8 @@ class Result:
         return self.requests / self.seconds
 
     def cpu_us_per_request(self, name: str) -> float:
+        if not self.requests:  # a window too short to complete one request
+            return math.nan
         return self.cpu[name] / self.requests * 1e6
 
 

@@ -12,5 +12,8 @@ def test_python_blocks_run():
     for block in blocks:
         namespace: dict[str, object] = {}
         exec(compile(block, str(README), "exec"), namespace)
-    assert namespace["outcome"].mistake in (True, False)
+    learner = namespace["learner"]
+    fresh = learner.clone()  # the README's learner before its one trial
+    assert namespace["outcome"].mistake == (fresh.predict({12: 1.0, 9_999: 1.0}) != "spam")
+    assert learner.counters()["trials"] == 1
     assert namespace["state"]["kind"] == "balanced-winnow"

@@ -88,7 +88,7 @@ def test_recreated_model_starts_afresh(client: httpx.Client, model_name: str) ->
         ({"learner": {"kind": "committee", "gamma": 1}}, "gamma", "a parameter of committee"),
         ({"learner": {"kind": "winnow"}}, "learner", "takes attributes"),
         ({"labels": ["a", "a"]}, "labels", "distinct"),
-        ({"labels": [True, False]}, "labels", ""),
+        ({"labels": [True, False]}, "labels", "valid string"),
         ({"labels": ["a"]}, "labels", "at least 2"),
         ({"input": {}}, "input", "attributes"),
         ({"input": {"experts": {"expert_names": []}}}, "input", "expert"),

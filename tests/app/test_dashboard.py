@@ -125,8 +125,10 @@ def settled(client: httpx.Client, name: str) -> dict[str, Any]:
     deadline = time.monotonic() + 15
     while True:
         s: dict[str, Any] = client.get(f"/v1/models/{name}/stats").json()
-        if s["folded"] == s["version"] == s["summary_version"] or time.monotonic() > deadline:
+        if s["folded"] == s["version"] == s["summary_version"]:
             return s
+        if time.monotonic() > deadline:
+            pytest.fail(f"stats of {name} did not settle in 15 s: {s}")
         time.sleep(0.05)
 
 

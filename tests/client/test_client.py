@@ -34,8 +34,10 @@ def folded(client: Client, name: str) -> Model:
     deadline = time.monotonic() + 10
     while True:
         m = client.model(name)
-        if m.folded == m.version or time.monotonic() > deadline:
+        if m.folded == m.version:
             return m
+        if time.monotonic() > deadline:
+            pytest.fail(f"{name}: {m.folded} of {m.version} trials counted after 10 s")
         time.sleep(0.02)
 
 
