@@ -40,8 +40,10 @@ def wait_folded(client: httpx.Client, name: str) -> dict[str, Any]:
     deadline = time.monotonic() + 10
     while True:
         m = client.get(f"/v1/models/{name}").json()
-        if m["folded"] == m["version"] or time.monotonic() > deadline:
+        if m["folded"] == m["version"]:
             return dict(m)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{name}: {m['folded']} of {m['version']} trials counted after 10 s")
         time.sleep(0.02)
 
 
