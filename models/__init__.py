@@ -43,6 +43,8 @@ def _cache_dir() -> str:
 if not os.environ.get("NUMBA_CACHE_DIR"):
     numba.config.CACHE_DIR = _cache_dir()  # type: ignore[attr-defined]
 
+# The public names; imported after the cache is placed, since a compiled loop finds its
+# cache when it is defined.
 from models.core.forms import BinaryLearner, MulticlassLearner  # noqa: E402
 from models.core.hypothesis import Hypothesis, Label  # noqa: E402
 from models.core.instance import (  # noqa: E402

@@ -69,11 +69,14 @@ class Members:
         leaders = [i for i in range(len(learners)) if i not in self.followers]
         #: The members that are not followers, those that can refuse an update first.
         self.refusing_first = sorted(leaders, key=lambda i: not learners[i].can_refuse())
-        self.reset()
+        self._zero()
 
     def reset(self) -> None:
         for inner in self.learners:
             inner.reset()
+        self._zero()
+
+    def _zero(self) -> None:
         v = len(self.learners)
         self.mistakes = np.zeros(v, dtype=np.int64)
         self.recent = np.zeros(v, dtype=np.int64)

@@ -251,8 +251,7 @@ class VCombine(Learner):
         self.value_range = None if (low, high) == (-np.inf, np.inf) else (low, high)
         weighted = self.select == "weighted-majority"
         self._members = Members(built, specs, weighted, self.beta, self.wm_update)
-        online = self.accuracy == "buffer+online"
-        self._schedule = Schedule(self.h, self.window, self.restart_wait, self.restarts, online)
+        self._online = self.accuracy == "buffer+online"
 
     def members(self) -> Sequence[Mapping[str, Any] | Learner]:
         """The specs (or learner objects) of the members to build."""
@@ -264,7 +263,7 @@ class VCombine(Learner):
     def _reset_state(self) -> None:
         self._members.reset()
         self._schedule = Schedule(
-            self.h, self.window, self.restart_wait, self.restarts, self._schedule.online
+            self.h, self.window, self.restart_wait, self.restarts, self._online
         )
         self.buffer_: deque[tuple[Any, int]] = deque(maxlen=self.r)
         self._loaded: dict[str, np.ndarray] = {}

@@ -227,7 +227,7 @@ class Averaging(Wrapper):
     def followed(self, mistake: bool, updated: bool) -> None:
         """Count a trial of B whose hypothesis is already folded into the running sums
         (by V-Combine's compiled trial)."""
-        self.count(mistake, updated, int(self.learner_.version_ > 0))
+        self.count(mistake, updated, self._moves_with_inner())
 
     def _absorb(self, candidates: np.ndarray) -> None:
         """Fold B's hypothesis after this trial into the running average."""
