@@ -26,4 +26,6 @@ RUN committee warm
 EXPOSE 8000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request as u; u.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('COMMITTEE_PORT', '8000'), timeout=4)"]
+# beyond loopback the service needs an API key: set COMMITTEE_ADMIN_KEY (or make one with
+# `committee keys create` against the same Redis first); it refuses to start open otherwise
 CMD ["committee", "serve", "--host", "0.0.0.0"]

@@ -11,7 +11,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from app import serve
+from app import keys_cli, serve
 from experiments import cli as experiments
 from models.inputs.datasets import MajorityProblem
 from models.registry import build
@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=warm)
     experiments.add_parser(sub)
     serve.add_parser(sub)
+    keys_cli.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 class Settings(BaseSettings):
@@ -79,10 +83,81 @@ class Settings(BaseSettings):
     max_staleness_ms: float = Field(
         default=50.0, ge=0, description="a worker re-reads a model's log before predicting if older"
     )
+    shutdown_timeout: int = Field(
+        default=10,
+        ge=1,
+        le=3600,
+        description="seconds a stopping worker waits for requests in flight, then for each "
+        "step of its own shutdown",
+    )
     warmup: bool = Field(
         default=True, description="compile the learners' kernels before /readyz answers 200"
     )
+    # -- security: see the README's "Security" --------------------------------------
+    admin_key: str | None = Field(
+        default=None,
+        repr=False,
+        min_length=32,
+        max_length=256,
+        pattern=r"^[\x21-\x7e]+$",
+        description="an admin API key stored on start (id 'bootstrap'), for a first key",
+    )
+    insecure_no_auth: bool = Field(
+        default=False, description="serve a non-loopback address while no API key exists"
+    )
+    allowed_hosts: Annotated[list[str] | None, NoDecode] = Field(
+        default=None,
+        description="Host header values served (comma-separated; '*' any); default: the "
+        "loopback names when listening on loopback, else any",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="origins whose pages may open a stream, beside the service's own",
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="origins allowed cross-origin requests (CORS)"
+    )
+    read_requests_per_second: float = Field(default=1_000.0, gt=0)
+    write_requests_per_second: float = Field(default=10_000.0, gt=0)
+    admin_requests_per_second: float = Field(default=10_000.0, gt=0)
+    write_trials_per_second: float = Field(default=100_000.0, gt=0)
+    admin_trials_per_second: float = Field(default=100_000.0, gt=0)
+    rate_burst: float = Field(
+        default=2.0, gt=0, le=3600, description="seconds of its rate a key may spend at once"
+    )
+    max_models_per_key: int = Field(default=1_000, ge=1, description="models one key may make")
+    audit_max: int = Field(default=100_000, ge=100, description="audit entries kept")
+    tls_cert: Path | None = Field(
+        default=None, description="PEM certificate chain: serve HTTPS (with tls_key)"
+    )
+    tls_key: Path | None = Field(default=None, description="PEM private key of tls_cert")
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "info"
     log_format: Literal["json", "text"] = Field(
         default="json", description="json: one object per line, for log pipelines"
     )
+
+    @field_validator("allowed_hosts", "allowed_origins", "cors_origins", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        """A JSON list or a comma-separated string."""
+        if isinstance(v, str):
+            text = v.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return v
+
+    def loopback(self) -> bool:
+        """Whether the service listens on loopback only."""
+        if self.host in LOOPBACK_HOSTS:
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def hosts(self) -> list[str]:
+        """The Host names served (without ports); ``["*"]`` for any."""
+        if self.allowed_hosts is not None:
+            return [h.lower() for h in self.allowed_hosts]
+        return [*LOOPBACK_HOSTS, "[::1]"] if self.loopback() else ["*"]

@@ -57,6 +57,7 @@ class TrialFastPath:
                 name,
                 b"".join(chunks),
                 None if key is None else key.decode("latin-1"),
+                scope.get("committee.admit"),
             )
             status = 200
         except Exception as e:

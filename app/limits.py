@@ -1,6 +1,9 @@
-"""A request body size limit as plain ASGI middleware (413 beyond it)."""
+"""Plain ASGI middleware bounding a worker's requests: a body size limit (413 beyond it),
+a cap on requests in flight (503), and a 503 for requests cut by a worker's shutdown."""
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -71,7 +74,8 @@ async def answer(send: Send, status: int, body: bytes, *extra: tuple[bytes, byte
 class Busy:
     """Answer 503 (JSON, with ``Retry-After``) beyond ``most`` HTTP requests in flight in
     this worker, before reading their bodies: an overloaded worker sheds load at once
-    rather than queueing without bound."""
+    rather than queueing without bound. A request cut by the worker's shutdown is a 503
+    too."""
 
     def __init__(self, app: ASGIApp, most: int) -> None:
         self.app = app
@@ -87,7 +91,24 @@ class Busy:
             await answer(send, 503, body % self.most, (b"retry-after", b"1"))
             return
         self.running += 1
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            # a stopping worker cut this request (its shutdown_timeout ran out): answer
+            # it as unavailable, to be retried on another worker, rather than with a 500
+            if started:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            body = b'{"detail":"this worker is stopping: try again"}'
+            await answer(send, 503, body, (b"retry-after", b"1"), (b"connection", b"close"))
         finally:
             self.running -= 1

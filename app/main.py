@@ -2,32 +2,43 @@
 
 from __future__ import annotations
 
+import asyncio
+import faulthandler
 import logging
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+import orjson
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 
 from app import openapi
+from app.auth import Auth
 from app.config import Settings
 from app.fastpath import TrialFastPath
+from app.guard import Guard
 from app.limits import BodyLimit, Busy
 from app.metrics import RequestMetrics
-from app.routers import dashboard, health, metrics, models, stats, stream, trials
+from app.routers import dashboard, health, keys, metrics, models, stats, stream, trials
 from app.routers._lean import add_components
 from app.service import ModelService
 from app.status import MAPPED, error_body
 from app.warm import Warmup
+from storage.auth import AuthStore
 from storage.client import close, connect
 from storage.repository import ModelStore
 
 log = logging.getLogger("committee")
+JSON = "application/json"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; ``settings`` default to the ``COMMITTEE_*`` environment."""
     settings = settings or Settings()
+    # `kill -USR1` writes every thread's stack to stderr: what a stuck worker is doing
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if not settings.redis_url:
         raise RuntimeError(
             "COMMITTEE_REDIS_URL is not set: give a Redis URL, or run `committee serve`, "
@@ -43,14 +54,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if warmup is not None:
             warmup.start()
         service = ModelService(ModelStore(client, settings.key_prefix), settings, warmup)
+        auth = Auth(AuthStore(client, settings.key_prefix, settings.audit_max), settings)
         app.state.service = service
+        app.state.auth = auth
         app.state.warmup = warmup
         service.start()
+        await auth.start()
         try:
             yield
         finally:
-            await service.close()
-            await close(client)
+            # bounded: a stopping worker never waits on Redis for long
+            try:
+                async with asyncio.timeout(settings.shutdown_timeout):
+                    await auth.close()
+                    await service.close()
+                    await close(client)
+            except TimeoutError:
+                log.error("shutdown took over %d s: cut short", settings.shutdown_timeout)
 
     app = FastAPI(
         title="Committee",
@@ -58,9 +78,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
+    # outermost last: metrics see every answer; CORS answers preflights before the guard
     app.add_middleware(TrialFastPath)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Guard, settings=settings)
     app.add_middleware(Busy, most=settings.max_connections)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+            expose_headers=["Retry-After", "RateLimit-Limit", "RateLimit-Remaining"],
+        )
     app.add_middleware(RequestMetrics)
     app.include_router(health.router)
     app.include_router(metrics.router)
@@ -68,15 +98,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(trials.router)
     app.include_router(stats.router)
     app.include_router(stream.router)
+    app.include_router(keys.router)
     app.include_router(dashboard.router)
 
-    async def mapped(request: Request, e: Exception) -> JSONResponse:
+    async def mapped(request: Request, e: Exception) -> Response:
         code, body, headers = error_body(e)
         if code >= 500:
             log.error("%s %s: %s", request.method, request.url.path, e)
-        return JSONResponse(body, status_code=code, headers=headers)
+        # orjson writes a NaN or an infinity a client sent (echoed in a 422) as null,
+        # where the json module would fail the answer
+        content = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+        return Response(content, status_code=code, headers=headers, media_type=JSON)
 
-    for cls in MAPPED:
+    for cls in (*MAPPED, RequestValidationError):
         app.add_exception_handler(cls, mapped)
     add_components(app)
     openapi.install(app, settings)

@@ -8,6 +8,7 @@ values. Request histograms are per process; with several workers `committee serv
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Iterable
 
@@ -18,9 +19,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from storage.repository import Statistics
 
-__all__ = ["CONTENT_TYPE", "RequestMetrics", "render"]
+__all__ = ["CONTENT_TYPE", "WORKER", "RequestMetrics", "render"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: this worker process's name for its answers (``X-Committee-Worker``), random per process:
+#: which worker answered, for an operator following a request (and for the tests)
+WORKER = secrets.token_hex(4)
+_WORKER_HEADER = (b"x-committee-worker", WORKER.encode())
 
 REQUESTS = Histogram(
     "committee_request_duration_seconds",
@@ -44,7 +49,8 @@ _COUNTERS = {
 
 
 class RequestMetrics:
-    """ASGI middleware timing every HTTP request by its route template."""
+    """ASGI middleware timing every HTTP request by its route template, and naming the
+    worker that answered in ``X-Committee-Worker``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -60,6 +66,7 @@ class RequestMetrics:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message["headers"] = [*message.get("headers", ()), _WORKER_HEADER]
             await send(message)
 
         try:

@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from app.config import Settings
+from app.guard import WRITE_METHODS, needs
 from app.schemas import EXAMPLE_MODEL, MAX_LABEL_LENGTH, STORED_INTS
 from models.core import params as mp
 from models.core.learner import Spec, SpecList
@@ -82,7 +83,20 @@ ERRORS: dict[str, dict[int, str]] = {
     "POST /v1/models/{name}/predict/batch": _TRIAL,
     "POST /v1/models/{name}/label/batch": _TRIAL,
     "POST /v1/models/{name}/learn/batch": {**_TRIAL, 409: _AGAIN},
+    "POST /v1/keys": {413: _BODY, 422: "a field does not fit the schema", 503: _REDIS},
+    "GET /v1/keys": {503: _REDIS},
+    "DELETE /v1/keys/{key_id}": {404: "no key of this id", 503: _REDIS},
+    "GET /v1/audit": {422: "limit or before does not fit", 503: _REDIS},
 }
+# what the guard (app.guard) answers, by the scope an operation needs
+_GUARD = {
+    400: "the Host header is not one of allowed_hosts",
+    401: "auth is on and the request has no valid API key (Authorization: Bearer)",
+    403: "the key's scope does not allow this operation",
+    429: "the key's rate limit (requests or trials per second) or its max_models",
+}
+_UNSUPPORTED = "the body is not application/json"
+_OTHER_TENANT = "or the model is outside the key's models"
 
 _RETRY_AFTER = {"description": "seconds to wait", "schema": {"type": "integer", "minimum": 0}}
 _ERROR = {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
@@ -91,7 +105,7 @@ _QUOTA_ERROR = {
     "properties": {
         "detail": {"type": "string"},
         "limit": {"type": "string", "description": "the setting that is reached"},
-        "max": {"type": "integer", "description": "its value"},
+        "max": {"type": "number", "description": "its value"},
     },
     "required": ["detail", "limit", "max"],
 }
@@ -104,6 +118,32 @@ def _response(code: int, when: str) -> dict[str, Any]:
     out: dict[str, Any] = {"description": when, "content": {"application/json": {"schema": ref}}}
     if code in (429, 503):
         out["headers"] = {"Retry-After": {**_RETRY_AFTER, "required": code == 503}}
+    if code == 429:
+        out["headers"].update(
+            {h: {"description": what, "schema": {"type": "integer"}} for h, what in _RATE.items()}
+        )
+    return out
+
+
+_RATE = {
+    "RateLimit-Limit": "tokens the key's bucket holds (its burst)",
+    "RateLimit-Remaining": "tokens left",
+    "RateLimit-Reset": "seconds until enough tokens are back",
+}
+
+
+def _guarded(method: str, path: str, errors: dict[int, str]) -> dict[int, str]:
+    """``errors`` with what the guard may answer before the operation runs."""
+    need, model, _ = needs(method, path.replace("{name}", "x"))
+    out = {400: _GUARD[400], **errors}
+    if method in WRITE_METHODS:
+        out[415] = _UNSUPPORTED
+    if need is None:
+        return out
+    out |= {c: _GUARD[c] for c in (401, 403)}
+    out[429] = f"{errors[429]}; or {_GUARD[429]}" if 429 in errors else _GUARD[429]
+    if model is not None:
+        out[404] = f"{errors.get(404, _NO_MODEL)}, {_OTHER_TENANT}"
     return out
 
 
@@ -228,6 +268,9 @@ def complete(doc: dict[str, Any], settings: Settings) -> None:
     """Complete FastAPI's document ``doc`` in place (see the module docstring)."""
     schemas = doc["components"]["schemas"]
     schemas.update(Error=_ERROR, QuotaError=_QUOTA_ERROR, **learner_schemas(), **input_schemas())
+    doc["components"]["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer", "description": "an API key"}
+    }
     schemas["HTTPValidationError"]["required"] = ["detail"]
     model = schemas["ModelCreate"]["properties"]
     model["learner"] = {"$ref": "#/components/schemas/LearnerSpec", **model["learner"]}
@@ -262,7 +305,9 @@ def complete(doc: dict[str, Any], settings: Settings) -> None:
             if key not in ERRORS:
                 raise LookupError(f"{key}: no entry in app.openapi.ERRORS")
             seen.add(key)
-            errors = {503: _BUSY, **ERRORS[key]}
+            if needs(method.upper(), path.replace("{name}", "x"))[0] is not None:
+                op["security"] = [{"bearer": []}, {}]  # {}: while auth is off
+            errors = _guarded(method.upper(), path, {503: _BUSY, **ERRORS[key]})
             op["responses"].update({str(c): _response(c, w) for c, w in sorted(errors.items())})
             for p in op.get("parameters", []):
                 if p["in"] == "path" and p["name"] == "name":

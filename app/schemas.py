@@ -7,7 +7,7 @@ learner registry check them fully and name the offending field.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -246,3 +246,63 @@ class StatsPublic(BaseModel):
     leader: str | None = Field(description="the V-Combine learner with fewest recent mistakes")
     experts: dict[str, float] | None = Field(description="sub-expert weights of the model")
     summary_version: int = Field(description="the version internal/learners/experts are at")
+
+
+# -- API keys and the audit log -------------------------------------------------------
+
+GLOB_PATTERN = r"^[A-Za-z0-9_.*?\[\]!-]{1,64}$"
+
+
+class KeyLimits(_In):
+    """A key's own limits; each one left out is its scope's default."""
+
+    requests_per_second: float | None = Field(None, gt=0, le=1e9)
+    trials_per_second: float | None = Field(None, gt=0, le=1e9)
+    burst: float | None = Field(None, gt=0, le=3600, description="seconds of its rate at once")
+    max_models: int | None = Field(None, ge=1, le=10**9, description="models it may make")
+
+
+class KeyCreate(_In):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"scope": "write", "models": "acme-*", "name": "acme"}]},
+    )
+
+    scope: Literal["read", "write", "admin"]
+    models: str = Field(
+        "*", pattern=GLOB_PATTERN, description="glob of the model names the key reaches"
+    )
+    name: str = Field("", max_length=100, description="what the key is for")
+    limits: KeyLimits | None = None
+
+
+class KeyPublic(BaseModel):
+    id: str
+    scope: str
+    models: str
+    name: str
+    created: int = Field(description="Unix time of creation")
+    limits: dict[str, float] = Field(description="the key's own limits")
+
+
+class KeyCreated(KeyPublic):
+    key: str = Field(description="the secret: shown once, in this answer only")
+
+
+class KeysPublic(BaseModel):
+    keys: list[KeyPublic]
+
+
+class AuditEntryPublic(BaseModel):
+    id: str = Field(description="the entry's id in the audit stream; pass it as `before`")
+    at: int = Field(description="Unix time in milliseconds")
+    key_id: str | None
+    key_name: str
+    action: str
+    model: str | None
+    status: int = Field(description="the HTTP status the action was answered with")
+    detail: str
+
+
+class AuditPublic(BaseModel):
+    entries: list[AuditEntryPublic]

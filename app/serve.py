@@ -9,7 +9,9 @@ the same ones.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import faulthandler
 import json
 import logging
 import os
@@ -26,13 +28,27 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.logs import log_config
+from storage.auth import AuthStore
+from storage.client import close, connect
+from storage.errors import StorageError
 from storage.server import EmbeddedRedis, RedisServerError
 
 log = logging.getLogger("committee.serve")
 
 APP_FACTORY = "app.main:create_app"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
-OPTIONS = ("host", "port", "workers", "redis_url", "data_dir", "log_level", "log_format")
+OPTIONS = (
+    "host",
+    "port",
+    "workers",
+    "redis_url",
+    "data_dir",
+    "tls_cert",
+    "tls_key",
+    "insecure_no_auth",
+    "log_level",
+    "log_format",
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -51,6 +67,16 @@ def add_parser(sub: Any) -> None:
         type=Path,
         help="private Redis's directory [COMMITTEE_DATA_DIR, committee-data]",
     )
+    p.add_argument(
+        "--tls-cert", type=Path, help="PEM certificate chain: serve HTTPS [COMMITTEE_TLS_CERT]"
+    )
+    p.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert [COMMITTEE_TLS_KEY]")
+    p.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        default=None,
+        help="serve a non-loopback --host although no API key exists [COMMITTEE_INSECURE_NO_AUTH]",
+    )
     p.add_argument("--log-level", choices=LOG_LEVELS, help="[COMMITTEE_LOG_LEVEL, info]")
     p.add_argument("--log-format", choices=("json", "text"), help="[COMMITTEE_LOG_FORMAT, json]")
     p.set_defaults(func=serve)
@@ -65,6 +91,10 @@ def serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"committee serve: invalid settings:\n{exc}", file=sys.stderr)
         return 2
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        print("committee serve: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     with contextlib.ExitStack() as stack:
         # SIGTERM unwinds this stack, so a private Redis is stopped too
         previous = signal.signal(signal.SIGTERM, _exit_on_signal)
@@ -79,6 +109,10 @@ def serve(args: argparse.Namespace) -> int:
             log.info("Using a private Redis at %s (data in %s)", server.url, server.data_dir)
         else:
             log.info("Using the Redis at %s", redact(settings.redis_url))
+        refusal = _unguarded(settings)
+        if refusal:
+            print(f"committee serve: {refusal}", file=sys.stderr)
+            return 2
         os.environ.update(environment(settings))
         if settings.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             # request metrics of all workers, summed at each scrape
@@ -97,10 +131,40 @@ def serve(args: argparse.Namespace) -> int:
                 # sockets beyond this get uvicorn's plain 503; requests beyond
                 # max_connections get the app's JSON one (app.limits.Busy)
                 limit_concurrency=2 * settings.max_connections,
+                timeout_graceful_shutdown=settings.shutdown_timeout,
+                ssl_certfile=settings.tls_cert,
+                ssl_keyfile=settings.tls_key,
             )
         except KeyboardInterrupt:
             return 128 + signal.SIGINT
     return 0
+
+
+def _unguarded(settings: Settings) -> str:
+    """Why the service must not start open to the network ('' if it may): it listens
+    beyond loopback, no API key was ever made, none is configured, and nobody said it
+    may."""
+    if settings.loopback() or settings.insecure_no_auth or settings.admin_key:
+        return ""
+    assert settings.redis_url is not None
+
+    async def auth_on() -> bool:
+        clients = connect(settings.redis_url or "")
+        try:
+            return await AuthStore(clients, settings.key_prefix).version() > 0
+        finally:
+            await close(clients)
+
+    try:
+        if asyncio.run(auth_on()):
+            return ""
+    except StorageError as e:
+        return f"cannot read the API keys: {e}"
+    return (
+        f"refusing to listen on {settings.host} with no API key: anyone who reaches the "
+        "port could use every model. Make an admin key first (`committee keys create "
+        "--scope admin`, or set COMMITTEE_ADMIN_KEY), or pass --insecure-no-auth"
+    )
 
 
 def environment(settings: Settings) -> dict[str, str]:

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -47,6 +48,10 @@ def request_digest(*parts: bytes | str) -> str:
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.hexdigest()
+
+
+def _every(name: str) -> bool:
+    return True
 
 
 def _keep_ms(config: dict[str, Any]) -> int:
@@ -113,9 +118,10 @@ class ModelService:
         zero |= dict.fromkeys(("updates", "expired", "late_labels", "quarantined", "refused"), 0)
         return StoredModel(name, made.incarnation, config, made.created, 0, 0, zero)
 
-    async def list_models(self) -> list[StoredModel]:
+    async def list_models(self, visible: Callable[[str], bool] = _every) -> list[StoredModel]:
+        """The models whose names ``visible`` accepts."""
         out = []
-        for name in await self.store.names():
+        for name in filter(visible, await self.store.names()):
             try:
                 out.append(await self.store.read(name))
             except ModelNotFound:  # deleted meanwhile
@@ -128,9 +134,10 @@ class ModelService:
             self.replicas.refresh_soon(name)  # e.g. the worker that appended them died
         return s
 
-    async def all_statistics(self) -> list[Statistics]:
+    async def all_statistics(self, visible: Callable[[str], bool] = _every) -> list[Statistics]:
+        """The statistics of the models whose names ``visible`` accepts."""
         out = []
-        for name in await self.store.names():
+        for name in filter(visible, await self.store.names()):
             try:
                 out.append(await self.statistics(name))
             except ModelNotFound:  # deleted meanwhile

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 
@@ -13,11 +14,12 @@ from storage.errors import (
     CorruptData,
     Full,
     ModelNotFound,
+    RateLimited,
     StorageError,
     Unavailable,
 )
 
-__all__ = ["MAPPED", "error_body", "error_status", "item_error"]
+__all__ = ["MAPPED", "error_body", "error_status", "item_error", "rate_headers"]
 
 _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (BadInput, 422),
@@ -51,14 +53,44 @@ def error_body(e: Exception) -> tuple[int, dict[str, Any], dict[str, str] | None
     are ``{"detail": message}``; a 503 says when to retry.
     """
     if isinstance(e, RequestValidationError):
-        return 422, {"detail": jsonable_encoder(e.errors())}, None
+        return 422, {"detail": [_plain_error(err) for err in jsonable_encoder(e.errors())]}, None
     if isinstance(e, BadInput):
         loc = [e.where, *e.field.split(".")]
         return 422, {"detail": [{"loc": loc, "msg": e.message, "type": "value_error"}]}, None
     code, message = error_status(e)
+    if isinstance(e, RateLimited):
+        return code, {"detail": message, "limit": e.limit, "max": e.most}, rate_headers(e)
     if isinstance(e, Full):
         return code, {"detail": message, "limit": e.limit, "max": e.most}, {"Retry-After": "1"}
     return code, {"detail": message}, ({"Retry-After": "1"} if code == 503 else None)
+
+
+def _plain_error(err: dict[str, Any]) -> dict[str, Any]:
+    """A validation error whose echoed ``input`` and ``ctx`` JSON can write: an integer
+    beyond 64 bits (which orjson refuses) or an exception object is dropped."""
+    out = dict(err)
+    for field in ("input", "ctx"):
+        if field in out:
+            try:
+                orjson.dumps(out[field])
+            except TypeError:
+                out[field] = (
+                    None if field == "input" else {k: str(v) for k, v in out[field].items()}
+                )
+    return out
+
+
+def rate_headers(e: RateLimited) -> dict[str, str]:
+    """``Retry-After`` and the ``RateLimit-*`` fields of a key's 429: the bucket's size,
+    the tokens left, the seconds until enough are back, and the policy (rate per second
+    and burst)."""
+    return {
+        "Retry-After": str(e.retry_after),
+        "RateLimit-Limit": str(int(e.capacity)),
+        "RateLimit-Remaining": str(max(0, int(e.left))),
+        "RateLimit-Reset": str(e.retry_after),
+        "RateLimit-Policy": f"{e.rate:g};w=1;burst={e.capacity:g}",
+    }
 
 
 def item_error(e: Exception, where: str = "") -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Plan:
     client: str = "raw"  # raw | httpx
     watch: dict[str, int] = field(default_factory=dict)  # name -> pid, CPU read in window
     reject: bytes | None = None  # a 200 answer containing this counts as an error
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every request
 
 
 @dataclass
@@ -169,8 +170,9 @@ class _Load:
 async def _raw_client(load: _Load) -> None:
     plan = load.plan
     reader, writer = await asyncio.open_connection("127.0.0.1", plan.port)
+    extra = "".join(f"{k}: {v}\r\n" for k, v in plan.headers.items())
     head = (
-        f"POST {plan.path} HTTP/1.1\r\nhost: 127.0.0.1:{plan.port}\r\n"
+        f"POST {plan.path} HTTP/1.1\r\nhost: 127.0.0.1:{plan.port}\r\n{extra}"
         "content-type: application/json\r\ncontent-length: "
     ).encode()
     try:
@@ -190,7 +192,7 @@ async def _raw_client(load: _Load) -> None:
 
 
 async def _httpx_client(load: _Load, client: httpx.AsyncClient) -> None:
-    headers = {"content-type": "application/json"}
+    headers = {**load.plan.headers, "content-type": "application/json"}
     while (body := load.next_body()) is not None:
         sent = time.perf_counter()
         r = await client.post(load.plan.path, content=body, headers=headers)

@@ -21,15 +21,28 @@ p50 / p99 latency of
 * ``learn/batch`` with 1,000 items per request, 2 clients, on a fresh model of the same
   stream: trials/s;
 * ``label`` on fresh models of 10,000 and of 1,000,000 features, the same sparsity,
-  measured back to back: the ratio of their p50 latencies.
+  measured back to back: the ratio of their p50 latencies;
+* the fusion shapes, ``predict``, ``label`` and ``learn`` on Committee models whose
+  sub-experts post a score for every label as a mapping (``{"e3": {"0": 0.61, "1":
+  0.07, ...}}``): 6 experts x 10 labels (the digits fusion) and 25 x 5, against the
+  **edge** peer (``bench/_service_edge.py``): the service's own middleware and a
+  dispatcher that parses each body with orjson and answers, nothing behind it. The
+  service's share of its edge's throughput, and their p99s, are the headline ratios;
+* ``learn/batch`` against the edge parsing the same batches and answering their item
+  count (``batch_learn_vs_parse_only``);
+* ``predict`` on a second service process, the same in every way but that auth is on:
+  every request carries an API key, checked, scoped and rate limited (limits far above
+  the load, so that none is refused), against the first's ``predict`` in the same round
+  (the two take turns going first): ``predict_auth_vs_no_auth``.
 
 With each phase come the CPU microseconds per request of the server, of Redis and of the
 generator itself, and the cores every other process used, read from ``/proc`` over the
 window: on a 2-core machine these compete, so this says what bounds a figure.
 
 Run as ``python bench/service.py [--quick] [--seconds S] [--rounds R]``. Figures are
-printed as ``name: value`` lines, targets beside them (printed, never asserted); the last
-line is ``predict_vs_empty_endpoint: <ratio>``.
+printed as ``name: value`` lines, targets beside them (printed, never asserted), with how
+far the rounds spread; the empty FastAPI endpoint's ratios are kept as information. The
+last line is ``predict_vs_edge: <ratio>``.
 """
 
 from __future__ import annotations
@@ -53,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import orjson
 from _service_load import ID, Plan, Result
 from _service_load import run as run_plan
@@ -79,7 +93,17 @@ UVICORN = ["--host", "127.0.0.1", "--loop", "uvloop", "--http", "httptools"]
 UVICORN += ["--log-level", "warning", "--no-access-log"]
 EMPTY_BODY = b'{"name":"probe","value":1.5}'
 
+FUSION_SHAPES = {"6x10": (6, 10), "25x5": (25, 5)}  # experts x labels
+FUSION_ALPHA = 1.2
+
 TARGETS = {
+    "predict_vs_edge": (">=", 0.6),
+    "label_vs_edge": (">=", 0.45),
+    "learn_vs_edge": (">=", 0.45),
+    "predict_p99_vs_edge_p99": ("<=", 2.0),
+    "label_p99_vs_edge_p99": ("<=", 2.0),
+    "learn_p99_vs_edge_p99": ("<=", 2.0),
+    "batch_learn_vs_parse_only": (">=", 0.5),
     "predict_vs_empty_endpoint": (">=", 0.5),
     "label_vs_empty_endpoint": (">=", 0.35),
     "learn_vs_empty_endpoint": (">=", 0.35),
@@ -88,7 +112,15 @@ TARGETS = {
     "learn_p99_vs_empty_p99": ("<=", 2.0),
     "batch_learn_trials_per_s": (">=", 50_000.0),
     "label_latency_1m_vs_10k": ("<=", 1.5),
+    "predict_auth_vs_no_auth": (">=", 0.9),
 }
+TARGETS |= {
+    f"{op}_vs_edge_{shape}": TARGETS[f"{op}_vs_edge"]
+    for op in ("predict", "label", "learn")
+    for shape in FUSION_SHAPES
+}
+# the auth service's key: limits far above what the generator can send
+AUTH_LIMITS = {"requests_per_second": 1e8, "trials_per_second": 1e8}
 
 
 # -- servers ------------------------------------------------------------------------------
@@ -190,6 +222,28 @@ class Stream:
         ]
         return cls(instances, y.tolist())
 
+    @classmethod
+    def fusion(cls, trials: int, n_experts: int, k: int, seed: int) -> Stream:
+        """Classifiers' scores for every label, as mappings: each expert right with its
+        own accuracy (0.55-0.9), half its mass on its choice and the rest spread at
+        random (Dirichlet), rounded to 4 places."""
+        rng = np.random.default_rng(seed)
+        y = rng.integers(k, size=trials)
+        accuracy = rng.uniform(0.55, 0.9, size=n_experts)
+        right = rng.random((trials, n_experts)) < accuracy
+        top = np.where(right, y[:, None], rng.integers(k, size=(trials, n_experts)))
+        p = rng.dirichlet(np.ones(k), size=(trials, n_experts)) / 2
+        np.put_along_axis(p, top[..., None], np.take_along_axis(p, top[..., None], 2) + 0.5, 2)
+        p = np.round(p, 4).tolist()
+        keys = [str(c) for c in range(k)]
+        instances = [
+            orjson.dumps(
+                {"experts": {f"e{e}": dict(zip(keys, row, strict=True)) for e, row in enumerate(t)}}
+            )
+            for t in p
+        ]
+        return cls(instances, y.tolist())
+
     def __len__(self) -> int:
         return len(self.instances)
 
@@ -219,6 +273,15 @@ def model_spec(name: str, n_features: int) -> dict[str, object]:
     }
 
 
+def fusion_spec(name: str, n_experts: int, k: int) -> dict[str, object]:
+    return {
+        "name": name,
+        "labels": list(range(k)),
+        "input": {"experts": {"expert_names": [f"e{e}" for e in range(n_experts)]}},
+        "learner": {"kind": "committee", "alpha": FUSION_ALPHA},
+    }
+
+
 def post(http: httpx.Client, path: str, body: bytes | dict[str, object]) -> object:
     content = body if isinstance(body, bytes) else orjson.dumps(body)
     r = http.post(path, content=content, headers={"content-type": "application/json"})
@@ -227,10 +290,16 @@ def post(http: httpx.Client, path: str, body: bytes | dict[str, object]) -> obje
     return r.json()
 
 
-def create_and_prime(http: httpx.Client, name: str, n_features: int, stream: Stream) -> None:
-    """Create the model, and load it in the server with one call of each kind (this also
-    compiles the learner's kernels there)."""
-    post(http, "/v1/models", model_spec(name, n_features))
+def create_and_prime(
+    http: httpx.Client,
+    name: str,
+    n_features: int,
+    stream: Stream,
+    spec: dict[str, object] | None = None,
+) -> None:
+    """Create the model (by default the sparse Balanced Winnow one), and load it in the
+    server with one call of each kind (this also compiles the learner's kernels there)."""
+    post(http, "/v1/models", spec or model_spec(name, n_features))
     base = f"/v1/models/{name}"
     x, y = stream.instances[0], stream.labels[0]
     post(http, f"{base}/predict", b'{"trial_id":"prime","instance":%s}' % x)
@@ -363,6 +432,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                 lambda h: h.get("/readyz").status_code == 200,
             )
         )
+        secured = stack.enter_context(
+            uvicorn(
+                "service-auth",
+                ["app.main:create_app", "--factory"],
+                {**env, "COMMITTEE_KEY_PREFIX": "bench-auth"},
+                tmp,
+                lambda h: h.get("/readyz").status_code == 200,
+            )
+        )
         peer = stack.enter_context(
             uvicorn(
                 "peer",
@@ -372,7 +450,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                 lambda h: h.post("/ping", json={"name": "ready", "value": 0}).status_code == 200,
             )
         )
+        edge = stack.enter_context(
+            uvicorn(
+                "edge",
+                ["_service_edge:create", "--factory", "--app-dir", str(BENCH_DIR)],
+                {},
+                tmp,
+                lambda h: h.get("/healthz").status_code == 200,
+            )
+        )
         http = stack.enter_context(httpx.Client(base_url=service.url, timeout=120.0))
+        http_auth = stack.enter_context(httpx.Client(base_url=secured.url, timeout=120.0))
         pool = stack.enter_context(
             ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         )
@@ -381,6 +469,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         on_service = {"watch": {"server": service.pid, "redis": redis_pid}}
         for name, (n, stream) in streams.items():
             create_and_prime(http, name, n, stream)
+        # the first key turns auth on for the second service
+        admin = post(http_auth, "/v1/keys", {"scope": "admin"})
+        assert isinstance(admin, dict)
+        http_auth.headers["authorization"] = f"Bearer {admin['key']}"
+        key = post(http_auth, "/v1/keys", {"scope": "write", "limits": AUTH_LIMITS})
+        assert isinstance(key, dict)
+        authorization = {"authorization": f"Bearer {key['key']}"}
+        create_and_prime(http_auth, "bw", N_FEATURES, main_stream)
+        on_secured = {"watch": {"server": secured.pid, "redis": redis_pid}}
+        on_edge = {"watch": {"server": edge.pid}}
+        fusion = {
+            shape: Stream.fusion(trials, n, k, args.seed + 3 + i)
+            for i, (shape, (n, k)) in enumerate(FUSION_SHAPES.items())
+        }
+        for shape, (n, k) in FUSION_SHAPES.items():
+            name = f"fusion-{shape}"
+            create_and_prime(http, name, 0, fusion[shape], fusion_spec(name, n, k))
 
         # the generator's own ceiling: both clients on the empty endpoint
         for client in ("httpx", "raw"):
@@ -398,14 +503,58 @@ def main(argv: Sequence[str] | None = None) -> None:
                 cap = min(cap, 3 * max(labels))
             return math.ceil(cap * (warmup + seconds) * 1.2)
 
+        def run_auth(k: int, bodies: list[bytes]) -> None:
+            path = f"{base}/predict"
+            ids = f"r{k}a"
+            run(
+                "predict_auth",
+                secured,
+                path,
+                bodies,
+                id_prefix=ids,
+                headers=authorization,
+                **on_secured,
+            )
+
+        def fusion_round(k: int, shape: str, stream: Stream) -> None:
+            """The service and its edge on one fusion shape, taking turns going first."""
+            base = f"/v1/models/fusion-{shape}"
+            sides = [(service, on_service, ""), (edge, on_edge, "edge_")][:: 1 - 2 * (k % 2)]
+            done = {}
+            for server, watch, side in sides:
+                ids = f"r{k}{side}f"
+                done[side] = run(
+                    f"{side}predict_{shape}",
+                    server,
+                    f"{base}/predict",
+                    stream.predict_bodies(),
+                    id_prefix=ids,
+                    **watch,
+                )
+            trials = [(f"r{k}f{i}", stream.labels[i % len(stream)]) for i in range(done[""].issued)]
+            more = max(0, pending_needed() - len(trials))
+            trials += precreate(http, f"fusion-{shape}", stream, f"r{k}g", more)
+            for server, watch, side in sides:
+                bodies = label_bodies(trials)
+                # the edge may answer more than there are pending trials: it takes them again
+                cycle = side == "edge_"
+                run(f"{side}label_{shape}", server, f"{base}/label", bodies, cycle=cycle, **watch)
+            for server, watch, side in sides:
+                bodies = stream.learn_bodies()
+                run(f"{side}learn_{shape}", server, f"{base}/learn", bodies, **watch)
+
         base = "/v1/models/bw"
         for k in range(rounds):
             print(f"round {k + 1} of {rounds}", file=sys.stderr)
             run("empty", peer, "/ping", [EMPTY_BODY], **on_peer)
             bodies = main_stream.predict_bodies()
+            if k % 2:  # the two predict phases take turns going first
+                run_auth(k, bodies)
             done = run(
                 "predict", service, f"{base}/predict", bodies, id_prefix=f"r{k}p", **on_service
             )
+            if not k % 2:
+                run_auth(k, bodies)
             # label the trials just predicted, then more predicted by /predict/batch
             trials = [
                 (f"r{k}p{i}", main_stream.labels[i % len(main_stream)]) for i in range(done.issued)
@@ -424,6 +573,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 reject=b'"error":{',
                 **on_service,
             )
+            run(
+                "parse_batch",
+                edge,
+                "/parse/learn/batch",
+                streams["bw-batch"][1].batch_bodies(BATCH_ITEMS),
+                concurrency=BATCH_CONCURRENCY,
+                **on_edge,
+            )
+            for shape, stream in fusion.items():
+                fusion_round(k, shape, stream)
             # the feature-count pair back to back, in alternating order
             pair = ["label-10k", "label-1m"][:: 1 if k % 2 == 0 else -1]
             count = pending_needed()
@@ -477,6 +636,43 @@ def report(run: Runner, rounds: int) -> None:
     print(line("learn_vs_empty_endpoint", run.best("learn").rate / empty.rate))
     print(line("label_vs_empty_endpoint", run.best("label").rate / empty.rate))
     print(line("predict_vs_empty_endpoint", run.best("predict").rate / empty.rate))
+    print()
+    print("predict with auth on (a key checked, scoped and rate limited on every request)")
+    phase("predict_auth", run.best("predict_auth"))
+    print(line("predict_auth_vs_no_auth", run.best("predict_auth").rate / run.best("predict").rate))
+    print()
+    parse = run.best("parse_batch")
+    print("learn/batch against the edge parsing the same batches")
+    phase("parse_batch", parse, per=BATCH_ITEMS)
+    print(line("batch_learn_vs_parse_only", batch.rate / parse.rate))
+    print()
+    print("fusion: sub-experts' scores for every label as mappings, against the edge")
+    worst: dict[str, list[float]] = {}
+    for shape, (n, k) in FUSION_SHAPES.items():
+        print(f"{n} experts x {k} labels")
+        for op in ("predict", "label", "learn"):
+            ours, theirs = run.best(f"{op}_{shape}"), run.best(f"edge_{op}_{shape}")
+            phase(f"{op}_{shape}", ours)
+            phase(f"edge_{op}_{shape}", theirs)
+            ratio = ours.rate / theirs.rate
+            print(line(f"{op}_vs_edge_{shape}", ratio) + spread(run, f"{op}_{shape}"))
+            worst.setdefault(op, []).append(ratio)
+            worst.setdefault(f"{op}_p99", []).append(ours.p99_ms / theirs.p99_ms)
+    print()
+    print("the headline: the worse shape of each")
+    for op in ("learn", "label", "predict"):
+        print(line(f"{op}_p99_vs_edge_p99", max(worst[f"{op}_p99"])))
+    print(line("learn_vs_edge", min(worst["learn"])))
+    print(line("label_vs_edge", min(worst["label"])))
+    print(line("predict_vs_edge", min(worst["predict"])))
+
+
+def spread(run: Runner, name: str) -> str:
+    """How far the rounds' rates spread, as a share of the best."""
+    rates = [r.rate for r in run.results[name]]
+    if len(rates) < 2:
+        return ""
+    return f" [rounds spread {(max(rates) - min(rates)) / max(rates):.0%}]"
 
 
 if __name__ == "__main__":

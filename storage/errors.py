@@ -7,6 +7,7 @@ __all__ = [
     "CorruptData",
     "Full",
     "ModelNotFound",
+    "RateLimited",
     "StorageError",
     "Unavailable",
 ]
@@ -39,7 +40,27 @@ class CorruptData(StorageError):
 class Full(StorageError):
     """A quota is reached: ``limit`` names the setting, ``most`` its value."""
 
-    def __init__(self, limit: str, most: int, message: str) -> None:
+    def __init__(self, limit: str, most: int | float, message: str) -> None:
         super().__init__(message)
         self.limit = limit
         self.most = most
+
+
+class RateLimited(Full):
+    """A key's rate limit: ``rate`` per second with a bucket of ``capacity``; ``left``
+    tokens remain and ``retry_after`` seconds bring enough back."""
+
+    def __init__(
+        self, limit: str, rate: float, capacity: float, left: float, retry_after: int
+    ) -> None:
+        most = int(rate) if float(rate).is_integer() else rate
+        super().__init__(
+            limit,
+            most,
+            f"rate limit of this key: {most:g} {limit.replace('_per_second', '')}/s "
+            f"with a burst of {capacity:g}; retry after {retry_after} s",
+        )
+        self.rate = rate
+        self.capacity = capacity
+        self.left = left
+        self.retry_after = retry_after

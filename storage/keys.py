@@ -18,6 +18,16 @@ and one Lua script may touch them all::
     <prefix>:{<name>}:grave:<inc>        sorted set: trial ids of deleted incarnation <inc>
     <prefix>:{<name>}:idem:<key>         hash: what a write with Idempotency-Key <key> did
 
+API keys (:mod:`storage.auth`) share the hash tag ``{auth}``; each key's rate buckets
+have their own::
+
+    <prefix>:{auth}:keys                 hash: key id -> record (digest, scope, models, ...)
+    <prefix>:{auth}:version              counter: bumped by every key made or revoked
+    <prefix>:{auth}:owners               hash: model name -> id of the key that made it
+    <prefix>:{auth}:owned:<id>           set: the models key <id> made (its quota)
+    <prefix>:{auth}:audit                stream: admin actions and denied requests
+    <prefix>:{rate:<id>}                 hash: key <id>'s token buckets
+
 Trial keys belong to their incarnation, so a trial predicted before a model was deleted
 can never be labelled on its successor. Idempotency records outlive a delete (a retried
 delete or create finds them) and expire with the label window.
@@ -36,6 +46,7 @@ __all__ = [
     "IDEMPOTENCY_KEY_PATTERN",
     "NAME_PATTERN",
     "TRIAL_ID_PATTERN",
+    "AuthKeys",
     "Keys",
     "grave_trial_prefix",
     "graves_key",
@@ -156,3 +167,23 @@ class Keys:
         """The ``KEYS[1..10]`` of a trial script on ``incarnation``: the model's own keys,
         the prefix of its trial keys and that of its idempotency records."""
         return [*self.all_fixed(), self.trial_prefix(incarnation), self.idem_prefix]
+
+
+class AuthKeys:
+    """The keys of the API keys' records (see :mod:`storage.auth`)."""
+
+    __slots__ = ("audit", "base", "owners", "prefix", "table", "version")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.base = f"{prefix}:{{auth}}"
+        self.table = f"{self.base}:keys"
+        self.version = f"{self.base}:version"
+        self.owners = f"{self.base}:owners"
+        self.audit = f"{self.base}:audit"
+
+    def owned(self, key_id: str) -> str:
+        return f"{self.base}:owned:{key_id}"
+
+    def bucket(self, key_id: str) -> str:
+        return f"{self.prefix}:{{rate:{key_id}}}"

@@ -40,15 +40,55 @@ class Address:
     password: str = ""
     tls: bool = False
     verify: bool = True
+    check_hostname: bool = True
+    ca_certs: str = ""  # a CA bundle to trust instead of the system's
+    certfile: str = ""  # a client certificate (PEM), for a Redis that asks for one
+    keyfile: str = ""  # its private key, when not in certfile
+
+
+# what a URL's query may set: ours, and redis-py's (which the other client reads)
+_TLS_OPTIONS = (
+    "ssl_ca_certs",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_cert_reqs",
+    "ssl_check_hostname",
+)
+_REDIS_PY_OPTIONS = (
+    "db",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "health_check_interval",
+    "max_connections",
+    "protocol",
+)
 
 
 def parse_url(url: str) -> Address:
     """``redis://[[user]:password@]host[:port][/db]``, ``rediss://...`` (TLS) or
-    ``unix://[[user]:password@]/path[?db=n]``."""
+    ``unix://[[user]:password@]/path[?db=n]``.
+
+    A ``rediss://`` URL may set ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``,
+    ``ssl_cert_reqs`` (``none`` skips verification) and ``ssl_check_hostname``, as
+    redis-py reads them, so one URL serves both clients; an unknown option is an error.
+    """
     u = urlsplit(url)
     if u.scheme not in ("redis", "rediss", "unix"):
         raise ValueError(f"Redis URL must start with redis://, rediss:// or unix://, not {url!r}")
     query = {k: v[-1] for k, v in parse_qs(u.query).items()}
+    for option in query:
+        if option not in _TLS_OPTIONS + _REDIS_PY_OPTIONS:
+            known = ", ".join(_TLS_OPTIONS + _REDIS_PY_OPTIONS)
+            raise ValueError(f"Redis URL {url!r}: unknown option {option!r} (known: {known})")
+    if u.scheme != "rediss" and any(o in query for o in _TLS_OPTIONS):
+        raise ValueError(f"Redis URL {url!r}: ssl_* options need a rediss:// URL")
+    reqs = query.get("ssl_cert_reqs", "required")
+    if reqs not in ("none", "optional", "required"):
+        raise ValueError(f"Redis URL {url!r}: ssl_cert_reqs must be none, optional or required")
+    check = query.get("ssl_check_hostname", "true").lower()
+    if check not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"Redis URL {url!r}: ssl_check_hostname must be true or false")
     db = query.get("db") or (u.path.strip("/") if u.scheme != "unix" else "") or "0"
     if not db.isdigit():
         raise ValueError(f"Redis URL {url!r}: database must be a number, not {db!r}")
@@ -64,8 +104,25 @@ def parse_url(url: str) -> Address:
         username=user,
         password=password,
         tls=u.scheme == "rediss",
-        verify=query.get("ssl_cert_reqs", "required") != "none",
+        verify=reqs != "none",
+        check_hostname=check in ("true", "1", "yes"),
+        ca_certs=query.get("ssl_ca_certs", ""),
+        certfile=query.get("ssl_certfile", ""),
+        keyfile=query.get("ssl_keyfile", ""),
     )
+
+
+def _tls_context(a: Address) -> ssl.SSLContext:
+    """Verify the server against the system's CAs or ``ca_certs``; present ``certfile``
+    when given. Bad files raise ``OSError`` (an ``ssl.SSLError`` is one)."""
+    tls = ssl.create_default_context(cafile=a.ca_certs or None)
+    if a.certfile:
+        tls.load_cert_chain(a.certfile, a.keyfile or None)
+    if not a.verify:
+        tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
+    elif not a.check_hostname:
+        tls.check_hostname = False
+    return tls
 
 
 class _Protocol(asyncio.Protocol):
@@ -211,9 +268,7 @@ class Connection:
                 if a.path:
                     await loop.create_unix_connection(lambda: p, a.path)
                 else:
-                    tls = ssl.create_default_context() if a.tls else None
-                    if tls is not None and not a.verify:
-                        tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
+                    tls = _tls_context(a) if a.tls else None
                     await loop.create_connection(lambda: p, a.host, a.port, ssl=tls)
                 hello = []
                 if a.password:

@@ -27,6 +27,7 @@ SOCKET_NAME = "redis.sock"
 LOG_NAME = "redis.log"
 PID_NAME = "redis.pid"
 LOCK_NAME = "redis.lock"
+URL_NAME = "redis.url"
 MAX_SOCKET_PATH = 100  # bytes; sun_path holds 108 on Linux, 104 on macOS
 APPENDFSYNC = ("always", "everysec", "no")
 
@@ -103,6 +104,12 @@ class EmbeddedRedis:
     def running(self) -> bool:
         """Whether the server process is alive."""
         return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        p = self._process
+        return p.pid if p is not None and p.poll() is None else None
 
     def start(self) -> EmbeddedRedis:
         """Start the server and wait until it answers PING; returns self."""
@@ -191,6 +198,7 @@ class EmbeddedRedis:
                 start_new_session=True,  # a terminal's Ctrl-C is for the service, which stops us
             )
         (self.data_dir / PID_NAME).write_text(f"{self._process.pid}\n")
+        (self.data_dir / URL_NAME).write_text(f"{self._url}\n")
 
     def _await_ping(self, may_retry: bool) -> bool:
         """True once the server answers; False if it exited and may be retried."""
@@ -225,6 +233,24 @@ class EmbeddedRedis:
 
     def _log_tail(self, lines: int = 20) -> str:
         return "\n".join(_read(self.data_dir / LOG_NAME).splitlines()[-lines:])
+
+
+def running_url(data_dir: str | os.PathLike[str]) -> str | None:
+    """The URL of the private Redis another process runs in ``data_dir``, if one does."""
+    path = Path(data_dir).absolute()
+    try:
+        fd = os.open(path / LOCK_NAME, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # held: a server runs there
+        return _read(path / URL_NAME).strip() or None
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _free_port() -> int:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
+from app.auth import principal_of
 from app.deps import ServiceDep
 from app.metrics import CONTENT_TYPE, render
 
@@ -11,6 +12,8 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(service: ServiceDep) -> Response:
-    """Request latency histograms and every model's counters (read from Redis)."""
-    return Response(render(await service.all_statistics()), media_type=CONTENT_TYPE)
+async def metrics(request: Request, service: ServiceDep) -> Response:
+    """Request latency histograms and the counters of every model the key reaches (read
+    from Redis). Needs a read key while auth is on (Prometheus: ``authorization``)."""
+    stats = await service.all_statistics(principal_of(request.scope).sees)
+    return Response(render(stats), media_type=CONTENT_TYPE)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 
+from app.auth import Auth, principal_of
 from app.deps import IdempotencyKeyDep, NameDep, ServiceDep
 from app.routers._lean import idempotency
 from app.schemas import (
@@ -18,6 +19,7 @@ from app.schemas import (
     StateUpdate,
 )
 from models.registry import describe
+from storage.errors import Full
 from storage.repository import StoredModel
 
 router = APIRouter(prefix="/v1", tags=["models"])
@@ -49,12 +51,34 @@ async def create_model(
     config = body.model_dump(exclude={"name"}, exclude_none=False)
     config["input"] = {k: v for k, v in config["input"].items() if v is not None}
     idem = idempotency(key, "create", body.name, await request.body())
-    return public(await service.create_model(body.name, config, idem))
+    request.scope["committee.model"] = body.name
+    principal = principal_of(request.scope)
+    if principal.key is None:
+        return public(await service.create_model(body.name, config, idem))
+    if not principal.sees(body.name):
+        raise HTTPException(
+            403, f"this key makes models matching {principal.key.models!r} only, not {body.name!r}"
+        )
+    # the model counts against the key's quota from before it exists until it is deleted
+    auth: Auth = request.app.state.auth
+    most = auth.limiter.limits(principal.key).max_models
+    reserved = await auth.store.reserve(body.name, principal.key.id, most)
+    if reserved == "full":
+        raise Full("max_models", most, f"this key has made {most} models, its most (max_models)")
+    try:
+        return public(await service.create_model(body.name, config, idem))
+    except BaseException:
+        if reserved == "new":
+            await auth.store.release(body.name)
+        raise
 
 
 @router.get("/models")
-async def list_models(service: ServiceDep) -> ModelsPublic:
-    return ModelsPublic(models=[public(m) for m in await service.list_models()])
+async def list_models(request: Request, service: ServiceDep) -> ModelsPublic:
+    """The models this key reaches (every model while auth is off)."""
+    principal = principal_of(request.scope)
+    found = await service.list_models(principal.sees)
+    return ModelsPublic(models=[public(m) for m in found])
 
 
 @router.get("/models/{name}")
@@ -65,11 +89,12 @@ async def get_model(name: NameDep, service: ServiceDep) -> ModelPublic:
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_model(
-    name: NameDep, service: ServiceDep, key: IdempotencyKeyDep = None
+    name: NameDep, request: Request, service: ServiceDep, key: IdempotencyKeyDep = None
 ) -> Response:
     """Delete a model and everything it holds, at once. With an ``Idempotency-Key``, a
     retry of a delete that was done answers 204 again."""
     await service.delete_model(name, idempotency(key, "delete", name, b""))
+    await request.app.state.auth.store.release(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

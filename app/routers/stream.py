@@ -12,6 +12,11 @@ read ahead of the answers; beyond that the server stops reading and TCP flow con
 holds the producer back. A learn may carry an ``idempotency_key``: sent again with the
 same key and request, it gets the first answer and is not learned twice.
 
+While auth is on, the handshake needs a write key (``Authorization: Bearer``): without
+one the stream is closed with 4401, 4403 for a read key, 4404 for a model outside the
+key's tenancy, and 4401 as soon as the key is revoked. Each request is a trial of the
+key's rate limit; one over it is answered with a 429 error and the stream goes on.
+
 Limits (settings): a message over ``ws_max_message_bytes`` closes the stream with 1009,
 more than ``ws_max_connections`` streams per worker are closed at once with 1013, and a
 stream silent for ``ws_idle_timeout`` seconds is closed with 1001.
@@ -27,8 +32,10 @@ from typing import Any
 import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from app.auth import Auth, principal_of
 from app.errors import BadInput
 from app.routers._lean import idempotency
+from app.routers.trials import Admit
 from app.service import ModelService
 from app.status import error_status, item_error
 from storage.errors import ModelNotFound
@@ -141,12 +148,14 @@ def _result(request_id: Any, result: dict[str, Any]) -> bytes:
 
 
 async def _apply(
-    service: ModelService, name: str, group: list[Request]
+    service: ModelService, name: str, group: list[Request], admit: Admit = None
 ) -> tuple[list[bytes], bool]:
     """The answers to a group of requests of one op, and whether the model is gone."""
     op, track = group[0].key
     args = [r.args for r in group]
     try:
+        if admit is not None:
+            await admit(len(group))
         if op == "predict":
             results = await service.trials.predict(name, args, track=track)
         elif op == "label":
@@ -226,6 +235,11 @@ async def stream(ws: WebSocket, name: str) -> None:
 
 
 async def _serve(ws: WebSocket, name: str, service: ModelService) -> None:
+    auth: Auth = ws.app.state.auth
+    key = principal_of(ws.scope).key
+    admit: Admit = ws.scope.get("committee.admit")
+    # a group is one take of the key's trials: never more than its bucket holds
+    most = BATCH if key is None else max(1, min(BATCH, auth.limiter.most(key, "trials")))
     if not valid_name(name):
         await ws.close(code=4404, reason=f"not a model name: expected {NAME_PATTERN}")
         return
@@ -257,9 +271,17 @@ async def _serve(ws: WebSocket, name: str, service: ModelService) -> None:
                     i += 1
                     continue
                 j = i + 1
-                while j < len(batch) and batch[j].error is None and batch[j].key == r.key:
+                while (
+                    j < len(batch)
+                    and j - i < most
+                    and batch[j].error is None
+                    and batch[j].key == r.key
+                ):
                     j += 1
-                frames, gone = await _apply(service, name, batch[i:j])
+                if key is not None and not auth.keyring.current(key):
+                    await ws.close(code=4401, reason="the API key was revoked")
+                    return
+                frames, gone = await _apply(service, name, batch[i:j], admit)
                 out += frames
                 i = j
                 if gone:

@@ -24,8 +24,10 @@ from app.status import item_error
 from app.trials import TrialCalls
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
-# (trial calls, model name, raw body, Idempotency-Key header or None) -> the answer
-Handler = Callable[[TrialCalls, str, bytes, str | None], Awaitable[dict[str, Any]]]
+# what a key's rate limit runs with a call's item count, before the items are applied
+Admit = Callable[[int], Awaitable[None]] | None
+# (trial calls, model name, raw body, Idempotency-Key header or None, admit) -> the answer
+Handler = Callable[[TrialCalls, str, bytes, str | None, Admit], Awaitable[dict[str, Any]]]
 Results = list[dict[str, Any] | Exception]
 
 
@@ -48,10 +50,12 @@ def _many(results: Results) -> dict[str, Any]:
     }
 
 
-def _limit(calls: TrialCalls, n: int) -> None:
+async def _limit(calls: TrialCalls, n: int, admit: Admit) -> None:
     most = calls.settings.max_batch_items
     if n > most:
         raise BadInput("items", f"{n} items: expected at most {most}")
+    if admit is not None:
+        await admit(n)
 
 
 PREDICT = Body(bodies.PredictCreate)
@@ -71,37 +75,40 @@ def _instance(x: bodies.Instance) -> dict[str, Any]:
 
 
 async def predict_one(
-    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
     b = PREDICT.read(raw)
+    await _limit(calls, 1, admit)
     item = (_instance(b["instance"]), b.get("trial_id"))
     return _one(await calls.predict(name, [item], track=b.get("track", True)))
 
 
 async def label_one(
-    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
     b = LABEL.read(raw)
+    await _limit(calls, 1, admit)
     return _one(await calls.label(name, [(b["trial_id"], b["label"])]))
 
 
 async def learn_one(
-    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
     idem = idempotency(key, "learn", name, raw)
     b = LEARN.read(raw)
+    await _limit(calls, 1, admit)
     return _one(await calls.learn(name, [(_instance(b["instance"]), b["label"])], idem))
 
 
 async def predict_many(
-    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
     b = PREDICT_BATCH.read(raw)
-    _limit(calls, len(b["items"]))
+    await _limit(calls, len(b["items"]), admit)
     track = b.get("track")
     tracks = {i.get("track", True) for i in b["items"]} if track is None else {track}
     if len(tracks) > 1:
@@ -111,21 +118,21 @@ async def predict_many(
 
 
 async def label_many(
-    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
     b = LABEL_BATCH.read(raw)
-    _limit(calls, len(b["items"]))
+    await _limit(calls, len(b["items"]), admit)
     return _many(await calls.label(name, [(i["trial_id"], i["label"]) for i in b["items"]]))
 
 
 async def learn_many(
-    calls: TrialCalls, name: str, raw: bytes, key: str | None = None
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
     idem = idempotency(key, "learn/batch", name, raw)
     b = LEARN_BATCH.read(raw)
-    _limit(calls, len(b["items"]))
+    await _limit(calls, len(b["items"]), admit)
     items = [(_instance(i["instance"]), i["label"]) for i in b["items"]]
     return _many(await calls.learn(name, items, idem))
 
@@ -145,7 +152,8 @@ async def _serve(request: Request, call: str) -> Response:
     calls = request.app.state.service.trials
     name = request.path_params["name"]
     key = request.headers.get("idempotency-key")
-    return answer(await HANDLERS[call](calls, name, await request.body(), key))
+    admit = request.scope.get("committee.admit")
+    return answer(await HANDLERS[call](calls, name, await request.body(), key, admit))
 
 
 @router.post("/predict", response_model=PredictPublic, openapi_extra=body(PREDICT))

@@ -2,6 +2,12 @@
 //
 // ?every=<ms> sets the polling period (default 1000, at least 100). Charts are drawn as
 // inline SVG; nothing is fetched from anywhere but this service.
+//
+// While the service has API keys, a request without one answers 401: the page then asks
+// for a read key, keeps it in this tab's session storage only (never a cookie, never
+// local storage, never the URL) and sends it as "Authorization: Bearer" from then on. A
+// key answered with a 401 is dropped and asked for again; a 403 or 404 is said in words.
+// Whenever no valid key is known, nothing of the models is shown.
 "use strict";
 
 (() => {
@@ -16,6 +22,7 @@
     return Number.isFinite(v) ? Math.min(Math.max(v, 100), 60000) : 1000;
   })();
 
+  const KEY_ITEM = "committee.api-key"; // sessionStorage: gone when the tab closes
   const grid = document.getElementById("models");
   const template = document.getElementById("card-template");
   const cards = new Map(); // name -> {el, field(name), key, stats, fetched}
@@ -332,13 +339,91 @@
     body.replaceChildren(...rows);
   }
 
+  // ---- the API key ----------------------------------------------------------------------
+
+  const keyForm = document.getElementById("key-form");
+  const keyInput = document.getElementById("key-input");
+  const keyNote = document.getElementById("key-note");
+  const signOut = document.getElementById("sign-out");
+  const problem = document.getElementById("problem");
+  const PRINTABLE = /^[\x21-\x7e]+$/; // what an Authorization header can carry of a key
+  let session = 0; // bumped when the key changes: answers to older requests are dropped
+  let timer = null; // the next poll (none while the form waits for a key)
+  let notice = ""; // what the form says if the next answer is a 401 without a key
+
+  function apiKey() {
+    return sessionStorage.getItem(KEY_ITEM);
+  }
+
+  // forget everything drawn: without a valid key the page shows no model data
+  function clearModels() {
+    for (const card of cards.values()) card.el.remove();
+    cards.clear();
+    text(document.getElementById("model-count"), "0");
+    document.getElementById("empty").hidden = true;
+  }
+
+  function showProblem(message) {
+    text(problem, message);
+    problem.hidden = !message;
+  }
+
+  // start over with `key` (or none): nothing the last key showed stays, and a poll goes now
+  function useKey(key) {
+    if (key) sessionStorage.setItem(KEY_ITEM, key);
+    else sessionStorage.removeItem(KEY_ITEM);
+    session += 1;
+    clearTimeout(timer);
+    clearModels();
+    showProblem("");
+    signOut.hidden = !key;
+    setStatus("connecting", key ? "checking the key…" : "connecting…");
+    poll();
+  }
+
+  // a 401: the key, if any, is dropped and polling stops until the form is submitted
+  function askForKey(message) {
+    sessionStorage.removeItem(KEY_ITEM);
+    session += 1;
+    clearModels();
+    showProblem("");
+    keyNote.textContent = message;
+    keyForm.hidden = false;
+    signOut.hidden = true;
+    keyInput.focus();
+    setStatus("locked", "an API key is needed");
+  }
+
+  keyForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = keyInput.value.trim();
+    if (!PRINTABLE.test(key)) {
+      keyNote.textContent = "A key is one word of printable ASCII characters.";
+      return;
+    }
+    keyInput.value = "";
+    keyForm.hidden = true;
+    useKey(key);
+  });
+
+  signOut.addEventListener("click", () => {
+    notice = "Signed out: the key is forgotten.";
+    useKey(null);
+  });
+
   // ---- polling --------------------------------------------------------------------------
 
-  async function getJSON(url) {
-    const r = await fetch(url, { cache: "no-store", headers: { Accept: "application/json" } });
+  async function getJSON(url, key) {
+    const headers = { Accept: "application/json" };
+    if (key) headers.Authorization = `Bearer ${key}`;
+    const r = await fetch(url, { cache: "no-store", headers });
     if (!r.ok) {
       const error = new Error(`GET /${url}: HTTP ${r.status}`);
       error.status = r.status;
+      error.detail = await r.json().then(
+        (body) => (typeof body?.detail === "string" ? body.detail : ""),
+        () => "",
+      );
       throw error;
     }
     return r.json();
@@ -359,13 +444,14 @@
     return stale ? key : null;
   }
 
-  async function readStats(jobs) {
+  async function readStats(jobs, secret, mine) {
     const queue = [...jobs];
     const worker = async () => {
-      for (let job = queue.shift(); job; job = queue.shift()) {
+      for (let job = queue.shift(); job && mine === session; job = queue.shift()) {
         const { card, key, name } = job;
         try {
-          const s = await getJSON(`v1/models/${encodeURIComponent(name)}/stats`);
+          const s = await getJSON(`v1/models/${encodeURIComponent(name)}/stats`, secret);
+          if (mine !== session) return;
           card.stats = s;
           card.key = key;
           card.fetched = Date.now();
@@ -378,30 +464,56 @@
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, queue.length) }, worker));
   }
 
+  // what a refusal other than a 401 means, in words
+  function refusal(e) {
+    const why = e.detail ? `: ${e.detail}` : "";
+    if (e.status === 403) {
+      return `This key may not read the models (HTTP 403${why}). Sign out and enter a read key.`;
+    }
+    return `The API answered “not found” (HTTP 404${why}): is this page served by Committee?`;
+  }
+
   async function poll() {
+    const mine = session;
+    const key = apiKey();
     try {
-      const { models } = await getJSON("v1/models");
+      const { models } = await getJSON("v1/models", key);
+      if (mine !== session) return; // the key changed meanwhile: its own poll draws
       syncCards(models);
       const now = Date.now();
       const jobs = [];
       for (const m of models) {
         const card = cards.get(m.name);
         renderModel(card, m);
-        const key = due(card, m, now);
-        if (key !== null) jobs.push({ card, key, name: m.name });
+        const stamp = due(card, m, now);
+        if (stamp !== null) jobs.push({ card, key: stamp, name: m.name });
       }
-      await readStats(jobs);
+      await readStats(jobs, key, mine);
+      if (mine !== session) return;
+      notice = "";
+      showProblem("");
       setStatus("live", "live");
       text(document.getElementById("updated"), clock(new Date()));
     } catch (e) {
-      setStatus("error", `cannot reach the API (${e.message}); showing the last values`);
+      if (mine !== session) return;
+      if (e.status === 401) {
+        askForKey(key ? "Key refused: enter a valid read key." : notice);
+      } else if (e.status === 403 || e.status === 404) {
+        clearModels();
+        showProblem(refusal(e));
+        setStatus("error", `refused (HTTP ${e.status})`);
+      } else {
+        setStatus("error", `cannot reach the API (${e.message}); showing the last values`);
+      }
     } finally {
       polls += 1;
       document.body.dataset.polls = String(polls);
-      setTimeout(poll, every);
+      // after a 401 (or a new key) the session moved on: the form's submit polls again
+      if (mine === session) timer = setTimeout(poll, every);
     }
   }
 
   text(document.getElementById("every"), int(every));
+  signOut.hidden = !apiKey();
   poll();
 })();

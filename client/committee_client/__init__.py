@@ -2,15 +2,20 @@
 (:class:`AsyncClient`), typed results, one exception per failure, safe retries.
 
 >>> from committee_client import Client, Retry
->>> c = Client("http://127.0.0.1:8000", timeout=5, retry=Retry(attempts=4))
->>> c.retry.attempts
-4
+>>> c = Client("http://127.0.0.1:8000", timeout=5, retry=Retry(attempts=4), api_key="cmk_x")
+>>> c.retry.attempts, c.headers["Authorization"]
+(4, 'Bearer cmk_x')
 >>> c.close()
 
+``api_key`` (else the ``COMMITTEE_API_KEY`` variable) is sent with every request and
+stream; the service asks for one once any key exists. A 401 raises :class:`Unauthorized`,
+a 403 :class:`Forbidden`, and a 429 (a rate limit or quota) :class:`RateLimited`, an
+:class:`Unavailable` retried like a 503 after its ``Retry-After``.
+
 Retries are safe by design: a tracked ``predict`` always carries a trial id (made up by
-the client when not given) so a repeat returns the stored prediction, and a repeated
-identical ``label`` returns the same answer. ``learn`` is not idempotent on the service
-and is retried only when the request certainly did not reach it.
+the client when not given) so a repeat returns the stored prediction, a repeated
+identical ``label`` returns the same answer, and ``learn`` and the other writes carry an
+``Idempotency-Key``, so the service answers a retry with its first answer.
 """
 
 from committee_client._async import AsyncClient
@@ -22,13 +27,18 @@ from committee_client.errors import (
     CommitteeError,
     Conflict,
     ConnectionFailed,
+    Forbidden,
     InvalidInput,
     NotFound,
+    RateLimited,
     ServerError,
     TooLarge,
+    Unauthorized,
     Unavailable,
 )
 from committee_client.types import (
+    ApiKey,
+    AuditEntry,
     BatchItem,
     Counters,
     Instance,
@@ -41,6 +51,7 @@ from committee_client.types import (
     LearnerParameter,
     LearnerStats,
     Model,
+    NewKey,
     Prediction,
     State,
     Stats,
@@ -48,14 +59,17 @@ from committee_client.types import (
 )
 
 __all__ = [
+    "ApiKey",
     "AsyncClient",
     "AsyncStream",
+    "AuditEntry",
     "BatchItem",
     "Client",
     "CommitteeError",
     "Conflict",
     "ConnectionFailed",
     "Counters",
+    "Forbidden",
     "Instance",
     "Internal",
     "InvalidInput",
@@ -67,14 +81,17 @@ __all__ = [
     "LearnerParameter",
     "LearnerStats",
     "Model",
+    "NewKey",
     "NotFound",
     "Prediction",
+    "RateLimited",
     "Retry",
     "ServerError",
     "State",
     "Stats",
     "Stream",
     "TooLarge",
+    "Unauthorized",
     "Unavailable",
     "Window",
 ]

@@ -14,6 +14,8 @@ from urllib.parse import quote
 from pydantic import TypeAdapter
 
 from committee_client.types import (
+    ApiKey,
+    AuditEntry,
     BatchItem,
     Instance,
     Label,
@@ -21,6 +23,7 @@ from committee_client.types import (
     Learned,
     LearnerKind,
     Model,
+    NewKey,
     Prediction,
     State,
     Stats,
@@ -90,6 +93,8 @@ _learners = _reader(list[LearnerKind])
 _predictions = _reader(list[BatchItem[Prediction]])
 _labels = _reader(list[BatchItem[Labelled]])
 _learned = _reader(list[BatchItem[Learned]])
+_keys = _reader(list[ApiKey])
+_audit = _reader(list[AuditEntry])
 
 
 def _none(_: Any) -> None:
@@ -208,3 +213,26 @@ def learn_batch(
     body = {"items": [{"instance": dict(x), "label": y} for x, y in items]}
     path = _model(name, "learn", "batch")
     return Call("POST", path, lambda b: _learned(b["items"]), body, key=new_key())
+
+
+def create_key(
+    scope: str, models: str, name: str, limits: Mapping[str, float] | None
+) -> Call[NewKey]:
+    body: dict[str, Any] = {"scope": scope, "models": models, "name": name}
+    if limits:
+        body["limits"] = dict(limits)
+    # sent twice, it would make two keys: retried only when it cannot have arrived
+    return Call("POST", "/v1/keys", NewKey.model_validate, body, idempotent=False)
+
+
+def list_keys() -> Call[list[ApiKey]]:
+    return Call("GET", "/v1/keys", lambda b: _keys(b["keys"]))
+
+
+def revoke_key(key_id: str) -> Call[None]:
+    # a second DELETE would answer 404 after the first succeeded: not retried blindly
+    return Call("DELETE", f"/v1/keys/{quote(key_id, safe='')}", _none, idempotent=False)
+
+
+def audit(limit: int) -> Call[list[AuditEntry]]:
+    return Call("GET", f"/v1/audit?limit={int(limit)}", lambda b: _audit(b["entries"]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -12,13 +14,40 @@ import httpx
 from committee_client._calls import Call
 from committee_client.errors import CommitteeError, ConnectionFailed, from_response
 
-__all__ = ["DEFAULT_URL", "connection_failed", "error_of", "log", "read_json", "retry_log"]
+__all__ = [
+    "API_KEY_VARIABLE",
+    "DEFAULT_URL",
+    "connection_failed",
+    "error_of",
+    "headers_with_key",
+    "log",
+    "read_json",
+    "retry_log",
+]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+API_KEY_VARIABLE = "COMMITTEE_API_KEY"
 log = logging.getLogger("committee.client")
 
 # the request was never written: safe to send again, whatever the call
 _UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def headers_with_key(headers: Mapping[str, str] | None, api_key: str | None) -> dict[str, str]:
+    """``headers`` with ``Authorization: Bearer <key>``: ``api_key``, else the
+    ``COMMITTEE_API_KEY`` variable; an empty key is none, and an ``Authorization``
+    given in ``headers`` stays.
+
+    >>> headers_with_key({"x-team": "ops"}, "cmk_x")
+    {'x-team': 'ops', 'Authorization': 'Bearer cmk_x'}
+    >>> headers_with_key({"authorization": "Bearer cmk_proxy"}, "cmk_x")
+    {'authorization': 'Bearer cmk_proxy'}
+    """
+    out = dict(headers or {})
+    key = api_key if api_key is not None else os.environ.get(API_KEY_VARIABLE, "").strip()
+    if key and not any(k.lower() == "authorization" for k in out):
+        out["Authorization"] = f"Bearer {key}"
+    return out
 
 
 def read_json(r: httpx.Response) -> Any:
@@ -44,6 +73,7 @@ def connection_failed(e: httpx.TransportError) -> ConnectionFailed:
 
 
 def retry_log(call: Call[Any], error: CommitteeError, attempt: int, of: int, wait: float) -> None:
+    """One warning per retry: the call and its error, never a header (the API key)."""
     log.warning(
         "%s %s failed (%s); retry %d of %d in %.2f s",
         call.method,

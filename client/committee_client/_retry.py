@@ -7,7 +7,8 @@ writes (``learn``, creating or deleting a model, importing a state), which the c
 sends with an ``Idempotency-Key`` the service answers retries by. Those are retried after
 a failed or timed-out connection and after a 503. A call marked not idempotent is retried
 only when the request certainly did not reach the service: the connection could not be
-made.
+made. Every call is retried after a 429 (a rate limit or quota of the API key), which the
+service answers before applying anything, waiting its ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from committee_client.errors import CommitteeError, ConnectionFailed, Unavailable
+from committee_client.errors import CommitteeError, ConnectionFailed, RateLimited, Unavailable
 
 __all__ = ["DEFAULT_RETRY", "Retry", "retry_policy"]
 
@@ -76,6 +77,8 @@ class Retry:
             return None
         if isinstance(error, ConnectionFailed):
             retry = idempotent or not error.sent
+        elif isinstance(error, RateLimited):  # refused whole: nothing was applied
+            retry = True
         else:
             retry = idempotent and isinstance(error, Unavailable)
         if not retry:

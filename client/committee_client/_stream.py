@@ -4,9 +4,10 @@ share (``WS /v1/models/{name}/stream``).
 Each request is one JSON text message ``{"op", "id", ...}`` with the fields of the REST
 call of that name; the service answers each, in order, with ``{"id", "result"}`` or
 ``{"id", "error": {"status", "message", "field"}}``, and closes with code 4404 when the
-model does not exist. The stream is not retried: a dropped connection fails the requests
-in flight with :class:`~committee_client.errors.ConnectionFailed` (``sent`` True), since they may
-have been applied.
+model does not exist (4401, 4403 and 4429 for the API key: see :func:`closed_error`).
+The stream is not retried: a dropped connection fails the requests in flight with
+:class:`~committee_client.errors.ConnectionFailed` (``sent`` True), since they may have
+been applied.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,18 +26,35 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from committee_client._calls import encode, predict_item
-from committee_client.errors import CommitteeError, ConnectionFailed, NotFound, from_response
+from committee_client.errors import CommitteeError, ConnectionFailed, from_response
 from committee_client.types import BatchItem, Instance, Label, Labelled, Learned, Prediction
 
 __all__ = ["AsyncStream"]
 
 T = TypeVar("T", Prediction, Labelled, Learned)
-NOT_FOUND = 4404
+REFUSED = 4000  # close code 4000 + s: refused as the HTTP status s would be
+RATE_RETRY_AFTER = "1"  # a close frame has no Retry-After; the service never asks less
 WINDOW = 256
 READERS: dict[str, TypeAdapter[Any]] = {
     op: TypeAdapter(BatchItem[cls])  # type: ignore[valid-type]
     for op, cls in (("predict", Prediction), ("label", Labelled), ("learn", Learned))
 }
+
+
+class HandshakeLog(logging.LoggerAdapter[logging.Logger]):
+    """websockets' own logger with the value of the ``Authorization`` header (the API
+    key) hidden from its debug lines of the handshake (``"> %s: %s"``, name and value).
+
+    The connection wraps it in an adapter of its own, which calls ``log``.
+    """
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        if len(args) == 2 and str(args[0]).lower() == "authorization":
+            args = (args[0], "[hidden]")
+        super().log(level, msg, *args, **kwargs)
+
+
+HANDSHAKE_LOG = HandshakeLog(logging.getLogger("websockets.client"))
 
 
 def stream_url(base_url: str, name: str) -> str:
@@ -57,9 +76,15 @@ def messages(op: str, items: Iterable[Any]) -> Iterable[dict[str, Any]]:
 
 
 def closed_error(e: ConnectionClosed) -> CommitteeError:
-    """Why the stream ended, as the client's error (4404: the model does not exist)."""
-    if e.rcvd is not None and e.rcvd.code == NOT_FOUND:
-        return NotFound(404, e.rcvd.reason or "the model does not exist")
+    """Why the stream ended, as the client's error. The service refuses a stream by
+    closing it with 4000 + the HTTP status of the refusal: 4401 no valid API key (or it
+    was revoked), 4403 the key's scope does not allow the stream, 4404 the model does not
+    exist (or is outside the key's models), 4429 the key's request rate."""
+    code, reason = (e.rcvd.code, e.rcvd.reason) if e.rcvd is not None else (None, "")
+    status = code - REFUSED if code is not None else None
+    if status in (401, 403, 404, 429):
+        body = {"detail": reason or f"the service refused the stream ({code})"}
+        return from_response(status, body, RATE_RETRY_AFTER if status == 429 else None)
     return ConnectionFailed(f"the stream closed: {e}", sent=True)
 
 
@@ -98,7 +123,10 @@ class AsyncStream:
     async def __aenter__(self) -> AsyncStream:
         try:
             self._ws = await connect(
-                self.url, additional_headers=self.headers, open_timeout=self.timeout
+                self.url,
+                additional_headers=self.headers,
+                open_timeout=self.timeout,
+                logger=HANDSHAKE_LOG,
             )
         except (OSError, TimeoutError, InvalidStatus) as e:
             raise open_error(e) from e

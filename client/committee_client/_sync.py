@@ -10,12 +10,21 @@ from typing import Any, TypeVar
 import httpx
 
 from committee_client import _calls as calls
-from committee_client._http import DEFAULT_URL, connection_failed, error_of, read_json, retry_log
+from committee_client._http import (
+    DEFAULT_URL,
+    connection_failed,
+    error_of,
+    headers_with_key,
+    read_json,
+    retry_log,
+)
 from committee_client._retry import DEFAULT_RETRY, Retry, retry_policy
 from committee_client._stream import WINDOW, stream_url
 from committee_client._sync_stream import Stream
 from committee_client.errors import CommitteeError
 from committee_client.types import (
+    ApiKey,
+    AuditEntry,
     BatchItem,
     Instance,
     Label,
@@ -23,6 +32,7 @@ from committee_client.types import (
     Learned,
     LearnerKind,
     Model,
+    NewKey,
     Prediction,
     State,
     Stats,
@@ -42,14 +52,19 @@ class Client:
         The service, e.g. ``http://127.0.0.1:8000``.
     timeout
         Seconds to wait for a connection, and then for each answer.
+    api_key
+        The API key sent with every request and stream (``Authorization: Bearer``);
+        by default the ``COMMITTEE_API_KEY`` environment variable (empty: no key).
     headers
-        Headers sent with every request (e.g. ``Authorization`` for a proxy in front).
+        Headers sent with every request (e.g. for a proxy in front).
     retry
         A :class:`Retry` policy, or a number of attempts. Every call is retried after a
         failed connection, a timeout or a 503: reads are harmless to repeat, a predict
         carries its trial id and a label is applied once, and the other writes
         (``learn``, model creation and deletion, state imports) carry an
-        ``Idempotency-Key``, so the service answers a retry with its first answer.
+        ``Idempotency-Key``, so the service answers a retry with its first answer. A
+        429 (a rate limit or quota: nothing was applied) is retried by every call, after
+        its ``Retry-After`` (at most the policy's ``max_delay``).
     transport
         An httpx transport, for tests or custom networking.
 
@@ -61,13 +76,14 @@ class Client:
         base_url: str = DEFAULT_URL,
         *,
         timeout: float = 10.0,
+        api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         retry: Retry | int = DEFAULT_RETRY,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
-        self.headers = dict(headers or {})
+        self.headers = headers_with_key(headers, api_key)
         self.retry = retry_policy(retry)
         self._http = httpx.Client(
             base_url=self.base_url, timeout=timeout, headers=self.headers, transport=transport
@@ -162,6 +178,33 @@ class Client:
 
     def stats(self, name: str) -> Stats:
         return self._run(calls.stats(name))
+
+    # -- API keys and the audit log (an admin key on every model) ---------------------
+
+    def create_key(
+        self,
+        scope: str,
+        *,
+        models: str = "*",
+        name: str = "",
+        limits: Mapping[str, float] | None = None,
+    ) -> NewKey:
+        """Make an API key of ``scope`` (``read``, ``write`` or ``admin``) for the models
+        matching ``models``; its secret is ``.key``, shown this once. ``limits`` may set
+        ``requests_per_second``, ``trials_per_second``, ``burst`` and ``max_models``."""
+        return self._run(calls.create_key(scope, models, name, limits))
+
+    def api_keys(self) -> list[ApiKey]:
+        """Every API key, without its secret."""
+        return self._run(calls.list_keys())
+
+    def revoke_key(self, key_id: str) -> None:
+        """Revoke a key: every worker refuses it within a second."""
+        self._run(calls.revoke_key(key_id))
+
+    def audit(self, limit: int = 100) -> list[AuditEntry]:
+        """The newest ``limit`` entries of the audit log, newest first."""
+        return self._run(calls.audit(limit))
 
     # -- trials ----------------------------------------------------------------------
 

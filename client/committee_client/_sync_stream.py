@@ -14,7 +14,14 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from committee_client._calls import encode, predict_item
-from committee_client._stream import READERS, WINDOW, closed_error, messages, open_error
+from committee_client._stream import (
+    HANDSHAKE_LOG,
+    READERS,
+    WINDOW,
+    closed_error,
+    messages,
+    open_error,
+)
 from committee_client.errors import CommitteeError, ConnectionFailed
 from committee_client.types import BatchItem, Instance, Label, Labelled, Learned, Prediction
 
@@ -42,7 +49,12 @@ class Stream:
 
     def __enter__(self) -> Stream:
         try:
-            opening = connect(self.url, additional_headers=self.headers, open_timeout=self.timeout)
+            opening = connect(
+                self.url,
+                additional_headers=self.headers,
+                open_timeout=self.timeout,
+                logger=HANDSHAKE_LOG,
+            )
             self._ws = self._closing.enter_context(opening)
         except (OSError, TimeoutError, InvalidStatus) as e:
             raise open_error(e) from e

@@ -15,10 +15,13 @@ __all__ = [
     "CommitteeError",
     "Conflict",
     "ConnectionFailed",
+    "Forbidden",
     "InvalidInput",
     "NotFound",
+    "RateLimited",
     "ServerError",
     "TooLarge",
+    "Unauthorized",
     "Unavailable",
     "from_item",
     "from_response",
@@ -43,6 +46,16 @@ class CommitteeError(Exception):
         self.detail = detail
         self.message = message if message is not None else str(detail)
         super().__init__(self.message if status is None else f"{status}: {self.message}")
+
+
+class Unauthorized(CommitteeError):
+    """401: auth is on and no valid API key came (none, unknown or revoked): pass
+    ``api_key=`` or set ``COMMITTEE_API_KEY``."""
+
+
+class Forbidden(CommitteeError):
+    """403: the key is valid but its scope does not allow this call (a read key that
+    learns, say), or it is confined to other models than the one being created."""
 
 
 class NotFound(CommitteeError):
@@ -91,6 +104,27 @@ class ConnectionFailed(Unavailable):
         self.sent = sent
 
 
+class RateLimited(Unavailable):
+    """429: a rate limit or quota was reached; ``limit`` names it (``requests_per_second``,
+    ``trials_per_second``, ``max_models``, ``max_stored_models``...) and ``max`` is its value.
+
+    An :class:`Unavailable`: nothing of the request was applied and the service says when
+    to try again, so every call is retried after ``retry_after`` seconds like a 503, and
+    ``except Unavailable`` catches both.
+
+    >>> e = from_response(429, {"detail": "slow down", "limit": "requests_per_second",
+    ...                         "max": 2}, retry_after="1")
+    >>> type(e).__name__, e.retry_after, e.limit, e.max
+    ('RateLimited', 1.0, 'requests_per_second', 2)
+    """
+
+    def __init__(self, status: int, detail: Any, retry_after: float | None, body: Any) -> None:
+        super().__init__(status, detail, retry_after)
+        fields = body if isinstance(body, Mapping) else {}
+        self.limit: str | None = fields.get("limit")
+        self.max: float | None = fields.get("max")
+
+
 class ServerError(CommitteeError):
     """500 or another 5xx: a fault of the service (other 4xx are plain CommitteeError)."""
 
@@ -125,8 +159,14 @@ def _retry_after(value: str | None) -> float | None:
 def from_response(status: int, body: Any, retry_after: str | None = None) -> CommitteeError:
     """The exception for an error answer with ``status`` and decoded JSON ``body``."""
     detail = body.get("detail", body) if isinstance(body, Mapping) else body
+    if status == 401:
+        return Unauthorized(status, detail)
+    if status == 403:
+        return Forbidden(status, detail)
     if status == 404:
         return NotFound(status, detail)
+    if status == 429:
+        return RateLimited(status, detail, _retry_after(retry_after), body)
     if status == 409:
         return Conflict(status, detail)
     if status == 422:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 
 from committee_client.errors import CommitteeError, from_item
 
 __all__ = [
+    "ApiKey",
+    "AuditEntry",
     "BatchItem",
     "Counters",
     "Instance",
@@ -26,6 +28,7 @@ __all__ = [
     "LearnerParameter",
     "LearnerStats",
     "Model",
+    "NewKey",
     "Prediction",
     "State",
     "Stats",
@@ -200,3 +203,45 @@ class Stats(_Out):
     leader: str | None = None
     experts: dict[str, float] | None = None
     summary_version: int
+
+
+class ApiKey(_Out):
+    """An API key as listed: everything but its secret. ``limits`` holds the key's own
+    overrides of the service's defaults."""
+
+    id: str
+    scope: str
+    models: str
+    name: str
+    created: int
+    limits: dict[str, int | float]
+
+
+class NewKey(ApiKey):
+    """A key just made: ``key`` is its secret, shown this once and never in the repr.
+
+    >>> k = NewKey(id="3f9c", scope="read", models="*", name="", created=0, limits={},
+    ...            key="cmk_secret")
+    >>> k
+    NewKey(id='3f9c', scope='read', models='*', name='', created=0, limits={})
+    >>> "cmk_secret" in str(k), k.key
+    (False, 'cmk_secret')
+    """
+
+    # a malformed answer's validation error would otherwise quote the secret
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
+
+    key: str = Field(repr=False)
+
+
+class AuditEntry(_Out):
+    """An admin action or a denied request, as the audit log keeps it."""
+
+    id: str
+    at: int
+    key_id: str | None
+    key_name: str
+    action: str
+    model: str | None
+    status: int
+    detail: str

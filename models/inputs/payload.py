@@ -149,19 +149,29 @@ def read_votes(
         raise InvalidInstance(f"experts is {show(votes)}: expected an object {{expert name: vote}}")
     k = len(labels)
     rows: list[int] = []
-    paths: list[tuple[str, bool]] = []
+    named: list[str] = []  # the voting experts' names, for the paths below
+    listed_at: set[int] = set()  # rows given as lists (their errors name an index)
     scores = np.zeros((len(votes), k))
     ones_r: list[int] = []  # bare-label votes, set all at once below
     ones_c: list[int] = []
     listed_r: list[int] = []  # lists of scores, converted all at once below
     listed_v: list[Any] = []
+    mapped_r: list[int] = []  # {label: score} objects, converted all at once below
+    mapped_v: list[dict[Any, Any]] = []
     fast = classes or {}
     for name, vote in votes.items():
         i = expert_index.get(name, -1) if type(name) is str else -1
         if i < 0:
             raise InvalidInstance(f"{key_path('experts', name)}: unknown expert")
         kind = type(vote)
-        if vote is None or (kind is dict and not vote):
+        if kind is dict:
+            if vote:
+                mapped_r.append(len(rows))
+                mapped_v.append(vote)
+                rows.append(i)
+                named.append(name)
+            continue
+        if vote is None:
             continue
         r = len(rows)
         listed = kind is list or kind is tuple or kind is np.ndarray
@@ -181,10 +191,14 @@ def read_votes(
                 raise InvalidInstance(f"experts.{name} has {len(vote)} scores: expected {k}")
             listed_r.append(r)
             listed_v.append(vote)
+            listed_at.add(r)
+        elif not vote:
+            continue
         else:
             _read_mapping_vote(vote, f"experts.{name}", scores[r], class_key)
         rows.append(i)
-        paths.append((f"experts.{name}", listed))
+        named.append(name)
+    paths = [(f"experts.{name}", r in listed_at) for r, name in enumerate(named)]
     if ones_r:
         scores[ones_r, ones_c] = 1.0
     if listed_r:
@@ -198,7 +212,39 @@ def read_votes(
         else:  # the slow way, which names the bad score
             for r, vote in zip(listed_r, listed_v, strict=True):
                 scores[r] = read_numbers(vote, indexed_path(paths[r][0]))
+    if mapped_r and not _put_mappings(scores, mapped_r, mapped_v, fast):
+        for r, vote in zip(mapped_r, mapped_v, strict=True):  # the slow way, naming the fault
+            scores[r] = 0.0
+            _read_mapping_vote(vote, paths[r][0], scores[r], class_key)
     return rows, paths, scores[: len(rows)]
+
+
+def _put_mappings(
+    scores: np.ndarray, rows: list[int], votes: list[dict[Any, Any]], classes: Mapping[Any, int]
+) -> bool:
+    """Write ``{label: score}`` votes into their rows of ``scores`` in one pass; False
+    (nothing written) when one is not plainly valid: :func:`_read_mapping_vote` then says
+    what is wrong."""
+    labels = [label for vote in votes for label in vote]
+    cs = [
+        classes.get(label) if type(label) is str or type(label) is int else None for label in labels
+    ]
+    values = [v for vote in votes for v in vote.values()]
+    if None in cs or not set(map(type, values)) <= _FAST_NUMBERS:
+        return False
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except OverflowError:
+        return False
+    if not np.isfinite(arr).all():
+        return False
+    r = np.repeat(np.array(rows, dtype=np.int64), [len(vote) for vote in votes])
+    flat = r * scores.shape[1] + np.array(cs, dtype=np.int64)
+    ordered = np.sort(flat)  # (np.unique hashes: far slower on arrays this small)
+    if (ordered[1:] == ordered[:-1]).any():  # two keys of one vote name the same class
+        return False
+    scores.reshape(-1)[flat] = arr
+    return True
 
 
 def _read_mapping_vote(

@@ -26,7 +26,7 @@ from _procs import assert_same_state, majority_payloads, replay, wait_folded, wa
 
 from storage.client import close, connect
 from storage.codec import encode_instance
-from storage.keys import Keys, graves_key, models_key
+from storage.keys import AuthKeys, Keys, graves_key, models_key
 from storage.repository import ModelStore
 
 __all__ = ["Load", "Sent", "check_service"]
@@ -290,10 +290,11 @@ def check_keys(r: redis.Redis, prefix: str) -> None:
     graves = members(r, graves_key(prefix))
     inc = {n: text(r.hget(Keys(prefix, n).meta, "incarnation") or b"") for n in listed}
     pattern = re.compile(re.escape(prefix) + r":\{([^}]+)\}:(.+)")
+    auth = AuthKeys(prefix)
     for raw in r.scan_iter(match=f"{prefix}:*", count=1000):
         key = text(raw)
-        if key in (models_key(prefix), graves_key(prefix)):
-            continue
+        if key in (models_key(prefix), graves_key(prefix), auth.audit):
+            continue  # the audit log is of the service, not of a model
         m = pattern.fullmatch(key)
         assert m is not None, f"orphan key {key}"
         name, rest = m.groups()

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -72,17 +73,24 @@ class Service:
         prefix: str | None = None,
         env: dict[str, str] | None = None,
         log_level: str = "warning",
+        args: list[str] | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
         self.port = free_port()
         self.workers = workers
         self.log_path = log_dir / f"serve-{self.port}.log"
-        args = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
-        args += ["--port", str(self.port), "--workers", str(workers), "--log-level", log_level]
+        command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
+        command += ["--port", str(self.port), "--workers", str(workers)]
+        command += ["--log-level", log_level]
         if redis_url is not None:
-            args += ["--redis-url", redis_url]
+            command += ["--redis-url", redis_url]
         if data_dir is not None:
-            args += ["--data-dir", str(data_dir)]
-        self.args = args
+            command += ["--data-dir", str(data_dir)]
+        command += args or []
+        # HTTPS with --tls-cert: ``verify`` checks the service's certificate
+        self.scheme = "https" if "--tls-cert" in command else "http"
+        self.verify = verify
+        self.args = command
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("COMMITTEE_")}
         if prefix is not None:
             self.env["COMMITTEE_KEY_PREFIX"] = prefix
@@ -91,7 +99,7 @@ class Service:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -116,7 +124,7 @@ class Service:
         self.spawn()
         assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT
-        with httpx.Client(base_url=self.url, timeout=5) as c:
+        with httpx.Client(base_url=self.url, timeout=5, verify=self.verify) as c:
             while True:
                 if self.process.poll() is not None:
                     raise RuntimeError(
@@ -142,9 +150,14 @@ class Service:
             try:
                 self.process.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
+                # every thread's stack into the log, to show where it is stuck
+                for pid in [self.pid, *self.worker_pids()]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGUSR1)
+                time.sleep(1.0)
                 self.kill()
                 raise RuntimeError(
-                    f"committee serve did not stop on SIGTERM:\n{self.output()}"
+                    f"committee serve did not stop on SIGTERM:\n{self.output(20000)}"
                 ) from None
         return int(self.process.returncode)
 

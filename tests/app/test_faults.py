@@ -12,6 +12,7 @@ import os
 import random
 import signal
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from _procs import (
     wait_folded,
     wait_ready,
 )
+from _workers import from_each_worker
 
 from storage.codec import encode_instance
 from storage.server import EmbeddedRedis
@@ -47,6 +49,7 @@ REPLACEMENT_CLIENTS = 20  # clients of the replacement worker alone
 ON_REPLACEMENT = 60  # requests it answers
 LABEL_TRIES = 5
 CLOSE = {"Connection": "close"}  # a new connection per request: any worker may answer
+FROZEN = 0.3  # seconds the victim is stopped before it is killed
 
 
 class FaultyLoad:
@@ -160,6 +163,10 @@ class FaultyLoad:
             before = client_connections(svc.worker_pids(), svc.port)
             victim = max(before, key=lambda pid: before[pid])
             assert before[victim] > 0, before
+            # frozen first, so that requests sent on its connections wait there and are
+            # lost with it: their clients see the connection fail and must retry
+            os.kill(victim, signal.SIGSTOP)
+            await asyncio.sleep(FROZEN)
             os.kill(victim, signal.SIGKILL)
             killed.extend([victim, *(pid for pid in before if pid != victim)])
 
@@ -205,7 +212,10 @@ def test_a_worker_killed_mid_load_loses_no_acknowledged_trial(
             load = FaultyLoad(svc.url, name, seed=11)
             from_replacement = asyncio.run(load.run(svc))
             # every worker, the replacement included, serves the same state
-            states = [c.get(f"/v1/models/{name}/state", headers=CLOSE) for _ in range(12)]
+            answers = from_each_worker(
+                svc.workers, lambda: c.get(f"/v1/models/{name}/state", headers=CLOSE)
+            )
+            states = list(answers.values())
             assert {s.status_code for s in states} == {200}
             assert len({s.text for s in states}) == 1
             state = states[0].json()
@@ -213,6 +223,8 @@ def test_a_worker_killed_mid_load_loses_no_acknowledged_trial(
         assert svc.stop() == 0
 
     assert load.unexpected == []
+    # answers were lost with the victim: the retry path below ran
+    assert load.transport_errors > 0
     # a label sent again after its answer was lost is answered (and applied once)
     assert load.unlabelled == []
 
@@ -353,13 +365,70 @@ def test_a_redis_restart_loses_no_acknowledged_update(
         model = c.get(f"/v1/models/{name}").json()
         assert model == model_before
         # each worker answers, from its memory or reloaded from Redis: the same state
-        states = [c.get(f"/v1/models/{name}/state", headers=CLOSE) for _ in range(6)]
-        assert {s.status_code for s in states} == {200}
-        for s in states:
-            assert s.json() == before
+        answers = from_each_worker(
+            svc.workers, lambda: c.get(f"/v1/models/{name}/state", headers=CLOSE)
+        )
+        for s in answers.values():
+            assert s.status_code == 200 and s.json() == before
         learn_some(c, name, data, 10)
         state = c.get(f"/v1/models/{name}/state").json()
         assert state["model_version"] == 70
 
     rep = replay(own_redis.url, "restart", name)
     assert_same_state(orjson.loads(rep.model.export()), state["state"])
+
+
+def test_sigterm_stops_the_service_while_its_redis_is_frozen(
+    own_redis: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """A Redis that stops answering holds no worker past its shutdown: requests in
+    flight are answered or cut, and every worker exits. SIGUSR1 shows each stack."""
+    name = "majority"
+    data = iter(majority_payloads(40, np.random.default_rng(9)))
+    svc = Service(
+        tmp_path, workers=2, redis_url=own_redis.url, env={"COMMITTEE_SHUTDOWN_TIMEOUT": "1"}
+    )
+    redis_pid = own_redis.pid
+    assert redis_pid is not None
+    with svc, httpx.Client(base_url=svc.url, timeout=60) as c:
+        assert c.post("/v1/models", json=majority_model(name)).status_code == 201
+        learn_some(c, name, data, 20)
+        os.kill(svc.worker_pids()[0], signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while "most recent call first" not in svc.output(0) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "most recent call first" in svc.output(0)
+
+        os.kill(redis_pid, signal.SIGSTOP)
+        try:
+            # requests now wait on the frozen Redis while the service is told to stop
+            outcomes: list[object] = []
+            waiting = [
+                threading.Thread(
+                    target=post_recording,
+                    args=(svc.url, f"/v1/models/{name}/learn", {"instance": x, "label": y}),
+                    kwargs={"into": outcomes},
+                )
+                for x, y in (next(data) for _ in range(4))
+            ]
+            for t in waiting:
+                t.start()
+            time.sleep(0.5)
+            assert svc.stop() == 0
+            for t in waiting:
+                t.join(30)
+                assert not t.is_alive()
+            # each was refused as unavailable or lost with its connection, none applied
+            assert len(outcomes) == 4
+            assert all(o == 503 or isinstance(o, httpx.TransportError) for o in outcomes), outcomes
+        finally:
+            os.kill(redis_pid, signal.SIGCONT)
+
+
+def post_recording(url: str, path: str, body: dict[str, Any], *, into: list[object]) -> None:
+    """POST once; append the status code, or the transport error."""
+    try:
+        with httpx.Client(base_url=url, timeout=60) as c:
+            into.append(c.post(path, json=body).status_code)
+    except httpx.TransportError as e:
+        into.append(e)

@@ -447,7 +447,8 @@ def test_a_busy_worker_sheds_load_with_503(api_settings: Settings, server_thread
         socket.create_connection(("127.0.0.1", server.port)) as s,
     ):
         # a request whose body never comes holds the worker's only slot
-        s.sendall(b"POST /v1/models HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\n")
+        head = b"POST /v1/models HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 10\r\n"
+        s.sendall(head + b"content-type: application/json\r\n\r\n")
         time.sleep(0.2)
         with httpx.Client(base_url=server.url, timeout=60) as c:
             r = c.get("/v1/models")
@@ -535,3 +536,20 @@ def test_a_model_body_that_is_not_utf8_is_422(client: httpx.Client) -> None:
     raw = b'{"name": "\xc3("}'  # not UTF-8: FastAPI cannot even decode it
     r = client.post("/v1/models", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422 and field(r) == "body", r.text
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity"])
+def test_a_non_finite_number_in_a_routed_body_is_a_422(
+    client: httpx.Client, model_name: str, number: bytes
+) -> None:
+    # Python's json module reads these; the 422 echoes the input, which must not fail it
+    bodies = {
+        "/v1/models": b'{"name":"%s","labels":[%s,1],"input":{"attributes":{"n_features":2}},'
+        b'"learner":{"kind":"winnow"}}' % (model_name.encode(), number),
+        "/v1/keys": b'{"scope":"read","limits":{"burst":%s}}' % number,
+    }
+    for path, body in bodies.items():
+        r = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, (path, r.text)
+        assert r.json()["detail"][0]["loc"][0] == "body"
+    assert client.get(f"/v1/models/{model_name}").status_code == 404

@@ -49,6 +49,7 @@ ACCEPTED = {
     "POST /v1/models/{name}/predict/batch": [404],
     "POST /v1/models/{name}/label/batch": [404, 422],
     "POST /v1/models/{name}/learn/batch": [404, 409, 422],
+    "DELETE /v1/keys/{key_id}": [404],
 }
 MAX_EXAMPLES = 20  # per operation and phase: the whole test takes one to two minutes
 
@@ -74,10 +75,19 @@ def _config() -> schemathesis.Config:
 @pytest.fixture(scope="session")
 def contract_url(api_settings: Settings, server_thread: Any) -> Iterator[str]:
     """A server of its own: generated requests touch only its models (the example model
-    is the README's "pets", which other tests create with another config)."""
+    is the README's "pets", which other tests create with another config), and the keys
+    they make turn auth on for it alone."""
     settings = api_settings.model_copy(update={"key_prefix": f"t-{uuid.uuid4().hex[:12]}"})
     with server_thread(settings) as server:
         yield server.url
+
+
+@pytest.fixture(scope="session")
+def admin(contract_url: str) -> dict[str, str]:
+    """The headers of an admin key: the contract runs with auth (and rate limits) on."""
+    r = httpx.post(f"{contract_url}/v1/keys", json={"scope": "admin", "name": "contract"})
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['key']}"}
 
 
 @pytest.fixture(scope="session")
@@ -86,20 +96,20 @@ def contract(contract_url: str) -> schemathesis.BaseSchema:
     return schemathesis.openapi.from_url(f"{contract_url}/openapi.json", config=_config())
 
 
-def _create_example(api_url: str) -> None:
+def _create_example(api_url: str, admin: dict[str, str]) -> None:
     # the first model a server builds may compile its kernels: allow minutes
-    with httpx.Client(base_url=api_url, timeout=300) as c:
+    with httpx.Client(base_url=api_url, timeout=300, headers=admin) as c:
         r = c.post("/v1/models", json=EXAMPLE_MODEL)
         assert r.status_code in (201, 409), r.text
 
 
 @pytest.fixture
-def example_model(request: pytest.FixtureRequest, contract_url: str) -> str:
+def example_model(request: pytest.FixtureRequest, contract_url: str, admin: dict[str, str]) -> str:
     """The base URL, with the document's example model in place."""
     # schemathesis (4.32) names each operation's subtest through Node._nodeid, which
     # pytest 9 no longer has: give it the node id it expects
     request.node._nodeid = request.node.nodeid
-    _create_example(contract_url)
+    _create_example(contract_url, admin)
     return contract_url
 
 
@@ -108,7 +118,9 @@ schema = schemathesis.pytest.from_fixture("contract")
 
 @schema.parametrize()
 @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-def test_operation_keeps_the_contract(case: schemathesis.Case, example_model: str) -> None:
-    case.call_and_validate()
+def test_operation_keeps_the_contract(
+    case: schemathesis.Case, example_model: str, admin: dict[str, str]
+) -> None:
+    case.call_and_validate(headers=admin)
     if case.method == "DELETE":  # the example model may be gone: make it again
-        _create_example(example_model)
+        _create_example(example_model, admin)

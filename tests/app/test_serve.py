@@ -63,11 +63,36 @@ def test_serve_uses_the_configured_redis_and_env_defaults(
     monkeypatch.setenv("COMMITTEE_REDIS_URL", redis_url)
     monkeypatch.setenv("COMMITTEE_HOST", "0.0.0.0")
     monkeypatch.setenv("COMMITTEE_LOG_LEVEL", "warning")
+    monkeypatch.setenv("COMMITTEE_KEY_PREFIX", f"serve-{os.getpid()}-{id(tmp_path)}")
+    monkeypatch.setenv("COMMITTEE_INSECURE_NO_AUTH", "true")
     assert cli.main(["serve", "--data-dir", str(tmp_path / "unused")]) == 0
     [run] = runs
     assert (run["host"], run["log_level"]) == ("0.0.0.0", "warning")
     assert run["env"]["COMMITTEE_REDIS_URL"] == redis_url
     assert not (tmp_path / "unused").exists()
+
+
+def test_serve_beyond_loopback_needs_a_key(
+    runs: list[dict[str, Any]],
+    redis_url: str,
+    redis_prefix: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    where = ["serve", "--host", "0.0.0.0", "--redis-url", redis_url]
+    os.environ["COMMITTEE_KEY_PREFIX"] = redis_prefix
+    assert cli.main(where) == 2  # no key: refused
+    assert "--insecure-no-auth" in capsys.readouterr().err and runs == []
+    assert cli.main([*where, "--insecure-no-auth"]) == 0
+    os.environ["COMMITTEE_ADMIN_KEY"] = "k" * 32  # a key to store on start
+    assert cli.main(where) == 0
+    del os.environ["COMMITTEE_ADMIN_KEY"]
+    assert cli.main(["keys", "create", "--scope", "read", "--redis-url", redis_url]) == 0
+    made = capsys.readouterr()
+    assert made.out.startswith("cmk_") and "scope read" in made.err
+    assert cli.main(where) == 0  # a key exists
+    assert len(runs) == 3
+    assert cli.main(["serve", "--tls-cert", "cert.pem"]) == 2  # without its key
+    assert "go together" in capsys.readouterr().err
 
 
 def test_serve_rejects_invalid_settings(

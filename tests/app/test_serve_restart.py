@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 from _procs import Service, learn_some, majority_model, majority_payloads, wait_folded
+from _workers import from_each_worker
 
 
 def redis_pid(data_dir: Path) -> int:
@@ -59,8 +60,11 @@ def test_a_restarted_service_has_its_models_as_they_were(tmp_path: Path) -> None
         assert c.get(f"/v1/models/{name}").json() == model
         assert [m["name"] for m in c.get("/v1/models").json()["models"]] == [name]
         # each worker loads the model from the log: the same state, to the bit
-        for _ in range(4):
-            again = c.get(f"/v1/models/{name}/state", headers={"Connection": "close"})
+        answers = from_each_worker(
+            svc.workers,
+            lambda: c.get(f"/v1/models/{name}/state", headers={"Connection": "close"}),
+        )
+        for again in answers.values():
             assert again.status_code == 200, again.text
             assert again.json() == state
         # predictions made before the restart still take their labels, once

@@ -18,6 +18,26 @@ EXPECTED = [
     *(f"empty_endpoint_{f}" for f in PHASE),
     *(f"{p}_{f}" for p in ("predict", "label", "learn", "batch_learn") for f in SERVED),
     *(f"label_{n}_{f}" for n in ("10k", "1m") for f in SERVED),
+    *(f"predict_auth_{f}" for f in SERVED),
+    "predict_auth_vs_no_auth",
+    *(f"parse_batch_{f}" for f in ("rps", "p50_ms", "p99_ms", "server_cpu_us")),
+    "batch_learn_vs_parse_only",
+    *(
+        f"{side}{op}_{shape}_{f}"
+        for side in ("", "edge_")
+        for op in ("predict", "label", "learn")
+        for shape in ("6x10", "25x5")
+        for f in (*PHASE, "server_cpu_us")
+    ),
+    *(
+        f"{op}_vs_edge_{shape}"
+        for op in ("predict", "label", "learn")
+        for shape in ("6x10", "25x5")
+    ),
+    *(f"{op}_p99_vs_edge_p99" for op in ("predict", "label", "learn")),
+    "predict_vs_edge",
+    "label_vs_edge",
+    "learn_vs_edge",
     "batch_learn_trials_per_s",
     "label_latency_1m_vs_10k",
     "predict_p99_vs_empty_p99",
@@ -36,7 +56,7 @@ def test_quick_run_prints_every_figure_and_the_headline_last():
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
+        timeout=180,
     ).stdout
     figures = {}
     for line in out.splitlines():
@@ -51,4 +71,4 @@ def test_quick_run_prints_every_figure_and_the_headline_last():
     for name in TARGETED:
         assert "(target " in figures[name][1], figures[name][1]
     last = out.strip().splitlines()[-1]
-    assert re.fullmatch(r"predict_vs_empty_endpoint: \d+\.\d\d \(target >= 0\.5: \w+\)", last)
+    assert re.fullmatch(r"predict_vs_edge: \d+\.\d\d \(target >= 0\.6: \w+\)", last)

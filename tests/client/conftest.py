@@ -1,5 +1,5 @@
-"""Fixtures of the client tests: the real app on loopback, and ways to break it on
-purpose: a service over a Redis of its own, a port that never answers."""
+"""Fixtures of the client tests: the real app on loopback, a service with API keys, and
+ways to break it on purpose: a service over a Redis of its own, a port that never answers."""
 
 from __future__ import annotations
 
@@ -32,6 +32,17 @@ def service_url(redis_url: str) -> Iterator[str]:
 def client(service_url: str) -> Iterator[Client]:
     with Client(service_url, timeout=30, retry=FAST) as c:
         yield c
+
+
+@pytest.fixture
+def secured(redis_url: str) -> Iterator[tuple[str, str]]:
+    """A service of its own with auth on: its base URL and an admin key (made over REST
+    while the service had no key, which turned auth on)."""
+    settings = Settings(redis_url=redis_url, key_prefix=f"ca-{uuid.uuid4().hex[:12]}")
+    with ServerThread(settings) as server:
+        with Client(server.url, api_key="", retry=FAST) as c:
+            admin = c.create_key("admin", name="root")
+        yield server.url, admin.key
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import math
+import types
 from typing import Any
 
 import numpy as np
@@ -755,3 +756,43 @@ def test_random_invalid_payloads_raise_invalid_instance(data: st.DataObject) -> 
     for form in space.forms:
         with pytest.raises(InvalidInstance):
             space.encode(payload, form)
+
+
+MAPPING_KEYS = st.one_of(
+    st.sampled_from(["l0", "l1", "l2", "0", "1", "2", "unknown!"]), st.integers(-1, 3)
+)
+MAPPING_SCORES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.none(),
+    st.just("1"),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    labels=st.sampled_from([["l0", "l1", "l2"], [0, 1, 2]]),
+    votes=st.dictionaries(
+        st.sampled_from(["e0", "e1", "e2"]),
+        st.dictionaries(MAPPING_KEYS, MAPPING_SCORES, max_size=4),
+    ),
+    normalize=st.sampled_from(["raw", "sum-to-one", "rank", "argmax"]),
+)
+def test_score_mappings_read_in_one_pass_as_one_by_one(
+    labels: list[Any], votes: dict[str, dict[Any, Any]], normalize: str
+) -> None:
+    """The one-pass reading of ``{label: score}`` votes gives what reading each vote on
+    its own gives (a read-only mapping takes that path): the same instance, or the same
+    error naming the same field."""
+    space = InputSpace(labels, experts={"expert_names": ["e0", "e1", "e2"], "normalize": normalize})
+
+    def outcome(payload: Any) -> Any:
+        try:
+            x = space.encode({"experts": payload}, "experts")
+        except InvalidInstance as e:
+            return str(e)
+        return (x.expert.tolist(), x.cls.tolist(), x.value.tolist())
+
+    one_by_one = {name: types.MappingProxyType(vote) for name, vote in votes.items()}
+    assert outcome(votes) == outcome(one_by_one)

@@ -1,0 +1,76 @@
+"""The edge peer of ``bench/service.py``: the service's own ASGI edge with nothing behind it.
+
+The app runs the middleware the service runs, in the same order (request metrics, the
+in-flight limit, the guard with auth off, the body limit), and in place of the trial
+calls' fast path a dispatcher that matches the same paths, reads the body the same way,
+parses it with orjson and answers a small orjson object: what any request to the service
+costs before its model is touched, so the service's throughput over this one is the share
+of its own ceiling it reaches. ``POST /parse/learn/batch`` parses a batch and answers its
+item count. Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import orjson
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.config import Settings
+from app.guard import Guard
+from app.limits import BodyLimit, Busy
+from app.metrics import RequestMetrics
+
+_PATH = re.compile(r"/v1/models/([^/]+)/(predict|label|learn)(/batch)?|/parse/learn/batch")
+_JSON = (b"content-type", b"application/json")
+
+
+class EdgeDispatch:
+    """The fast path's shape: match, read the body, parse it, answer; nothing else."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
+        if match is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        doc = orjson.loads(b"".join(chunks))
+        if match[1] is None:  # parse only: the item count
+            answer = {"items": len(doc["items"])}
+        else:
+            answer = {"trial_id": doc.get("trial_id"), "label": doc.get("label"), "ok": True}
+        body = orjson.dumps(answer)
+        headers = [_JSON, (b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def create() -> FastAPI:
+    settings = Settings()
+    app = FastAPI(title="the service's edge")
+    # auth off, as in the service it is compared with: the guard runs its checks and
+    # lets the request through
+    app.state.auth = SimpleNamespace(keyring=SimpleNamespace(ready=True, on=False))
+    app.add_middleware(EdgeDispatch)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Guard, settings=settings)
+    app.add_middleware(Busy, most=settings.max_connections)
+    app.add_middleware(RequestMetrics)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
