@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import signal
+import sys
 import time
 from typing import Any
 
@@ -56,3 +59,11 @@ def log_config(level: str, fmt: str) -> dict[str, Any]:
             "committee": {"handlers": ["main"], "level": level, "propagate": False},
         },
     }
+
+
+def dump_stacks_on_sigusr1() -> None:
+    """Make ``kill -USR1`` write every thread's stack to the process's stderr (its log):
+    what a worker that seems stuck is doing."""
+    err = sys.__stderr__
+    if err is not None and hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=err, all_threads=True)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import faulthandler
 import logging
-import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,6 +18,7 @@ from app.config import Settings
 from app.fastpath import TrialFastPath
 from app.guard import Guard
 from app.limits import BodyLimit, Busy
+from app.logs import dump_stacks_on_sigusr1
 from app.metrics import RequestMetrics
 from app.routers import dashboard, health, keys, metrics, models, stats, stream, trials
 from app.routers._lean import add_components
@@ -37,8 +36,7 @@ JSON = "application/json"
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app; ``settings`` default to the ``COMMITTEE_*`` environment."""
     settings = settings or Settings()
-    # `kill -USR1` writes every thread's stack to stderr: what a stuck worker is doing
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    dump_stacks_on_sigusr1()
     if not settings.redis_url:
         raise RuntimeError(
             "COMMITTEE_REDIS_URL is not set: give a Redis URL, or run `committee serve`, "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import faulthandler
 import json
 import logging
 import os
@@ -27,7 +26,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.logs import log_config
+from app.logs import dump_stacks_on_sigusr1, log_config
 from storage.auth import AuthStore
 from storage.client import close, connect
 from storage.errors import StorageError
@@ -94,7 +93,7 @@ def serve(args: argparse.Namespace) -> int:
     if (settings.tls_cert is None) != (settings.tls_key is None):
         print("committee serve: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    dump_stacks_on_sigusr1()
     with contextlib.ExitStack() as stack:
         # SIGTERM unwinds this stack, so a private Redis is stopped too
         previous = signal.signal(signal.SIGTERM, _exit_on_signal)
