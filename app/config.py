@@ -83,6 +83,17 @@ class Settings(BaseSettings):
     max_staleness_ms: float = Field(
         default=50.0, ge=0, description="a worker re-reads a model's log before predicting if older"
     )
+    ack: Literal["applied", "fsync", "replicated"] = Field(
+        default="applied",
+        description="when a write is answered: once applied, once in the append-only file "
+        "on disk, or once a replica has it",
+    )
+    ack_timeout_ms: int = Field(
+        default=1_000,
+        ge=1,
+        le=60_000,
+        description="how long a write waits for fsync or a replica before it is a 503",
+    )
     shutdown_timeout: int = Field(
         default=10,
         ge=1,

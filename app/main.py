@@ -51,7 +51,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         warmup = Warmup() if settings.warmup else None
         if warmup is not None:
             warmup.start()
-        service = ModelService(ModelStore(client, settings.key_prefix), settings, warmup)
+        service = ModelService(
+            ModelStore(
+                client,
+                settings.key_prefix,
+                ack=settings.ack,
+                ack_timeout_ms=settings.ack_timeout_ms,
+            ),
+            settings,
+            warmup,
+        )
         auth = Auth(AuthStore(client, settings.key_prefix, settings.audit_max), settings)
         app.state.service = service
         app.state.auth = auth

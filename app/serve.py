@@ -29,7 +29,8 @@ from app.config import Settings
 from app.logs import dump_stacks_on_sigusr1, log_config
 from storage.auth import AuthStore
 from storage.client import close, connect
-from storage.errors import StorageError
+from storage.errors import StorageError, Unavailable
+from storage.repository import ModelStore
 from storage.server import EmbeddedRedis, RedisServerError
 
 log = logging.getLogger("committee.serve")
@@ -108,7 +109,7 @@ def serve(args: argparse.Namespace) -> int:
             log.info("Using a private Redis at %s (data in %s)", server.url, server.data_dir)
         else:
             log.info("Using the Redis at %s", redact(settings.redis_url))
-        refusal = _unguarded(settings)
+        refusal = _unguarded(settings) or _unsafe_redis(settings)
         if refusal:
             print(f"committee serve: {refusal}", file=sys.stderr)
             return 2
@@ -164,6 +165,27 @@ def _unguarded(settings: Settings) -> str:
         "port could use every model. Make an admin key first (`committee keys create "
         "--scope admin`, or set COMMITTEE_ADMIN_KEY), or pass --insecure-no-auth"
     )
+
+
+def _unsafe_redis(settings: Settings) -> str:
+    """Why the Redis could lose acknowledged writes ('' if it cannot, or cannot be
+    reached yet: then each worker checks it before its first write)."""
+
+    async def check() -> None:
+        clients = connect(settings.redis_url or "")
+        try:
+            store = ModelStore(clients, settings.key_prefix, ack=settings.ack)
+            await store.check_server()
+        finally:
+            await close(clients)
+
+    try:
+        asyncio.run(check())
+    except Unavailable:
+        return ""
+    except StorageError as e:
+        return str(e)
+    return ""
 
 
 def environment(settings: Settings) -> dict[str, str]:

@@ -89,6 +89,7 @@ class ModelService:
 
     async def _sweep(self) -> None:
         try:
+            await self.store.adopt_legacy()
             await self.store.sweep()
         except StorageError as e:
             log.warning("sweeping deleted models failed: %s", e)

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from redis import exceptions as rex
 
 from storage.client import Clients
-from storage.errors import CorruptData, StorageError, Unavailable
+from storage.errors import REDIS_DOWN, CorruptData, StorageError, Unavailable, refused
 from storage.keys import AuthKeys
 from storage.resp import ReplyError
 
@@ -187,6 +187,35 @@ return 'new'
 """
 
 
+# The key table's steps, each one script on the slot of ``{auth}`` (a Redis Cluster has
+# no MULTI across nodes, and these keys share one slot).
+# KEYS: 1 version, 2 table. Reply: {version or '', table as a flat field/value list}.
+LOAD = """
+return {redis.call('GET', KEYS[1]) or '', redis.call('HGETALL', KEYS[2])}
+"""
+# KEYS: 1 version, 2 table. ARGV: 1 key id, 2 record. Reply: the new version.
+PUT = """
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return redis.call('INCR', KEYS[1])
+"""
+# KEYS: 1 version, 2 table. ARGV: 1 key id. Reply: 1 if it was there, else 0.
+REVOKE = """
+local n = redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('INCR', KEYS[1])
+return n
+"""
+# KEYS: 1 owners hash, 2 the owner's owned set. ARGV: 1 model, 2 owner id. Reply: 1 if
+# released, 0 if the model had another owner (or none) by then.
+RELEASE = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+"""
+_SHAS = {text: hashlib.sha1(text.encode()).hexdigest() for text in (LOAD, PUT, REVOKE, RELEASE)}
+_SHAS[RESERVE] = hashlib.sha1(RESERVE.encode()).hexdigest()
+
+
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
@@ -213,13 +242,10 @@ class AuthStore:
 
     async def load(self) -> tuple[int, list[ApiKey]]:
         """The version and every key, read in one step."""
-        pipe = self.client.pipeline(transaction=True)
-        pipe.get(self.keys.version)
-        pipe.hgetall(self.keys.table)
-        raw_version, table = await self._call(pipe.execute())
+        raw_version, flat = await self._script(LOAD, [self.keys.version, self.keys.table], [])
         version = int(raw_version) if raw_version and raw_version.isdigit() else 0
         out = []
-        for raw_id, raw in table.items():
+        for raw_id, raw in zip(flat[::2], flat[1::2], strict=True):
             try:
                 out.append(ApiKey.decode(_text(raw_id), raw))
             except CorruptData:
@@ -249,10 +275,7 @@ class AuthStore:
             int(time.time()),
             dict(limits or {}),
         )
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hset(self.keys.table, key.id, key.encode())
-        pipe.incr(self.keys.version)
-        await self._call(pipe.execute())
+        await self._script(PUT, [self.keys.version, self.keys.table], [key.id, key.encode()])
         return key, secret
 
     async def bootstrap(self, secret: str) -> ApiKey:
@@ -270,10 +293,7 @@ class AuthStore:
 
     async def revoke(self, key_id: str) -> bool:
         """Remove a key; False if there was none with this id."""
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hdel(self.keys.table, key_id)
-        pipe.incr(self.keys.version)
-        removed, _ = await self._call(pipe.execute())
+        removed = await self._script(REVOKE, [self.keys.version, self.keys.table], [key_id])
         await self._call(self.client.delete(self.keys.bucket(key_id)))
         return bool(removed)
 
@@ -300,7 +320,7 @@ class AuthStore:
         """Count ``model`` against the key's quota: ``"new"``, ``"owned"`` (by some key
         already, so not counted again) or ``"full"`` (the key owns ``most``)."""
         keys = [self.keys.owners, self.keys.owned(key_id)]
-        reply = _text(await self._call(self.client.eval(RESERVE, 2, *keys, model, key_id, most)))
+        reply = _text(await self._script(RESERVE, keys, [model, key_id, most]))
         if reply not in ("new", "owned", "full"):
             raise CorruptData(f"reserving model {model!r}: unreadable reply")
         return reply
@@ -310,10 +330,9 @@ class AuthStore:
         owner = await self._call(self.client.hget(self.keys.owners, model))
         if owner is None:
             return
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hdel(self.keys.owners, model)
-        pipe.srem(self.keys.owned(_text(owner)), model)
-        await self._call(pipe.execute())
+        owner_id = _text(owner)
+        keys = [self.keys.owners, self.keys.owned(owner_id)]
+        await self._script(RELEASE, keys, [model, owner_id])
 
     # -- audit --------------------------------------------------------------------------
 
@@ -370,14 +389,20 @@ class AuthStore:
             )
         return out
 
+    async def _script(self, text: str, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return await self.conn.evalsha(_SHAS[text], text, keys, args)
+        except ReplyError as e:
+            raise refused(e) from e
+
     @staticmethod
     async def _call(awaitable: Any) -> Any:
         try:
             return await awaitable
-        except (rex.ConnectionError, rex.TimeoutError, rex.BusyLoadingError, OSError) as e:
+        except REDIS_DOWN as e:
             raise Unavailable(f"Redis is unavailable: {e}") from e
         except rex.ResponseError as e:
-            raise StorageError(f"Redis refused a command: {e}") from e
+            raise refused(e) from e
 
 
 def ceil_seconds(ms: float) -> int:

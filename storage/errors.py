@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from redis import exceptions as rex
+
 __all__ = [
+    "REDIS_DOWN",
     "Conflict",
     "CorruptData",
     "Full",
@@ -10,7 +13,20 @@ __all__ = [
     "RateLimited",
     "StorageError",
     "Unavailable",
+    "refused",
 ]
+
+# redis-py's failures that mean "not now" (a lost node, a failover, a moving slot)
+REDIS_DOWN = (
+    rex.ConnectionError,
+    rex.TimeoutError,
+    rex.BusyLoadingError,
+    rex.ClusterError,
+    rex.RedisClusterException,
+    OSError,
+)
+# error replies that mean the same: the server is loading, failing over or moving a slot
+_NOT_NOW = ("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "READONLY")
 
 
 class StorageError(Exception):
@@ -64,3 +80,10 @@ class RateLimited(Full):
         self.capacity = capacity
         self.left = left
         self.retry_after = retry_after
+
+
+def refused(e: Exception) -> StorageError:
+    """What an error reply from Redis means here: unavailable for now, or refused."""
+    if str(e).startswith(_NOT_NOW):
+        return Unavailable(f"Redis is not ready: {e}")
+    return StorageError(f"Redis refused a command: {e}")

@@ -2,10 +2,14 @@
 the names and ids that go into them.
 
 A model's keys share the hash tag ``{name}``, so in a Redis Cluster they live in one slot
-and one Lua script may touch them all::
+and one Lua script may touch them all. The registry of models shares the tag
+``{registry}``: no step touches both a model's keys and the registry, so every step is
+single-slot (see :mod:`storage.scripts_models` for how the two stay in agreement)::
 
-    <prefix>:models                      set of model names
-    <prefix>:graves                      set of grave keys still to sweep
+    <prefix>:{registry}:models           hash: model name -> its incarnation
+    <prefix>:{registry}:unsettled        sorted set: name -> when a create or delete of it
+                                         began (ms), until the registry agrees with it
+    <prefix>:{registry}:graves           sorted set: grave key -> when it was listed (ms)
     <prefix>:{<name>}:meta               hash: config, incarnation, version, counters
     <prefix>:{<name>}:log                stream: applied trials, entry id "<seq>-0"
     <prefix>:{<name>}:snapshot           hash: version, state (the learner at that version)
@@ -44,13 +48,14 @@ import re
 
 __all__ = [
     "IDEMPOTENCY_KEY_PATTERN",
+    "LEGACY_GRAVES",
+    "LEGACY_MODELS",
     "NAME_PATTERN",
     "TRIAL_ID_PATTERN",
     "AuthKeys",
     "Keys",
-    "grave_trial_prefix",
-    "graves_key",
-    "models_key",
+    "Registry",
+    "grave_parts",
     "valid_idempotency_key",
     "valid_name",
     "valid_trial_id",
@@ -78,12 +83,21 @@ def valid_idempotency_key(key: object) -> bool:
     return isinstance(key, str) and _IDEMPOTENCY_KEY.fullmatch(key) is not None
 
 
-def models_key(prefix: str) -> str:
-    return f"{prefix}:models"
+# the single-node layout's sets of model names and of graves, moved into the registry
+LEGACY_MODELS = "{prefix}:models"
+LEGACY_GRAVES = "{prefix}:graves"
 
 
-def graves_key(prefix: str) -> str:
-    return f"{prefix}:graves"
+class Registry:
+    """The keys listing every model and every grave (one slot: the tag ``{registry}``)."""
+
+    __slots__ = ("graves", "models", "unsettled")
+
+    def __init__(self, prefix: str) -> None:
+        base = f"{prefix}:{{registry}}"
+        self.models = f"{base}:models"
+        self.unsettled = f"{base}:unsettled"
+        self.graves = f"{base}:graves"
 
 
 def _trial_prefix(base: str, incarnation: str) -> str:
@@ -97,11 +111,11 @@ def _grave(base: str, incarnation: str) -> str:
 _GRAVE = re.compile(r"(.*):grave:([0-9A-Fa-f]+)")
 
 
-def grave_trial_prefix(grave: str) -> str | None:
-    """The prefix of the trial keys a grave (:meth:`Keys.grave`) lists; None if ``grave``
-    is not a grave's key."""
+def grave_parts(grave: str) -> tuple[str, str, str] | None:
+    """Of a grave (:meth:`Keys.grave`): its model's meta key, the prefix of the trial keys
+    it lists and its incarnation; None if ``grave`` is not a grave's key."""
     m = _GRAVE.fullmatch(grave)
-    return None if m is None else _trial_prefix(m[1], m[2])
+    return None if m is None else (f"{m[1]}:meta", _trial_prefix(m[1], m[2]), m[2])
 
 
 class Keys:
@@ -113,7 +127,6 @@ class Keys:
         "idem_prefix",
         "log",
         "meta",
-        "models",
         "pending",
         "snapshot",
         "summary",
@@ -134,7 +147,6 @@ class Keys:
         self.window = f"{self.base}:window"
         self.summary = f"{self.base}:summary"
         self.idem_prefix = f"{self.base}:idem:"
-        self.models = models_key(prefix)
 
     def trial_prefix(self, incarnation: str) -> str:
         """The prefix of the trial keys of ``incarnation``: a trial id completes one."""

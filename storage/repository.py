@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,14 +23,23 @@ from storage import scripts, scripts_models
 from storage.client import Clients
 from storage.codec import parse_int
 from storage.errors import (
+    REDIS_DOWN,
     Conflict,
     CorruptData,
     Full,
     ModelNotFound,
     StorageError,
     Unavailable,
+    refused,
 )
-from storage.keys import Keys, grave_trial_prefix, graves_key, models_key
+from storage.keys import (
+    LEGACY_GRAVES,
+    LEGACY_MODELS,
+    Keys,
+    Registry,
+    grave_parts,
+    valid_name,
+)
 from storage.resp import ReplyError
 
 __all__ = [
@@ -38,6 +48,7 @@ __all__ = [
     "LearnGroup",
     "LogGap",
     "ModelStore",
+    "NotDurable",
     "PredictResult",
     "RawEntry",
     "Statistics",
@@ -46,6 +57,11 @@ __all__ = [
 ]
 
 RawEntry = tuple[bytes, list[bytes]]
+
+
+class NotDurable(Unavailable):
+    """A write was applied but not confirmed durable (COMMITTEE_ACK) in time: a retry is
+    safe (labels apply once, learns carry their idempotency key)."""
 
 
 class LogGap(StorageError):
@@ -155,25 +171,46 @@ _SCRIPTS = {
     for name in module.__all__
     if name.isupper() and isinstance(getattr(module, name), str) and name != "PRELUDE"
 }
+ACKS = ("applied", "fsync", "replicated")
+CHECK_AGAIN = 5.0  # seconds before a server that failed check_server is checked again
+# the scripts whose writes a durable acknowledgement waits for: the trials, the models
+DURABLE = frozenset({"CREATE", "DELETE", "IMPORT", "LABEL", "LEARN", "PREDICT"})
 _REUSED = "Idempotency-Key was used before with another request"
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
 GRAVE_BATCH = 1_000  # trial hashes a delete or a sweep removes in one step
+# a create or delete takes less than this from its first step to its last: a registry
+# entry unsettled for longer was left by a crash, and the sweep settles it
+SETTLE_AFTER_MS = 60_000
 
 
-def _refused(e: Exception) -> StorageError:
-    if str(e).startswith(("LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")):
-        return Unavailable(f"Redis is not ready: {e}")
-    return StorageError(f"Redis refused a command: {e}")
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @contextlib.asynccontextmanager
 async def _redis_errors() -> AsyncIterator[None]:
     try:
         yield
-    except (rex.ConnectionError, rex.TimeoutError, rex.BusyLoadingError, OSError) as e:
+    except REDIS_DOWN as e:
         raise Unavailable(f"Redis is unavailable: {e}") from e
     except rex.ResponseError as e:
-        raise _refused(e) from e
+        raise refused(e) from e
+
+
+def _info(raw: Any) -> dict[str, str]:
+    """The fields of an INFO reply."""
+    out = {}
+    for line in _text(raw).splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _config(raw: Any) -> dict[str, str]:
+    """A CONFIG GET reply as a dict."""
+    items = [_text(v) for v in raw] if isinstance(raw, list) else []
+    return dict(zip(items[::2], items[1::2], strict=False))
 
 
 def _text(v: Any) -> str:
@@ -206,10 +243,25 @@ class ModelStore:
     Script calls go over the shared pipelined connection, the rest through redis-py.
     """
 
-    def __init__(self, clients: Clients, prefix: str) -> None:
+    def __init__(
+        self, clients: Clients, prefix: str, *, ack: str = "applied", ack_timeout_ms: int = 1000
+    ) -> None:
         self.client: aioredis.Redis = clients.redis
         self.conn = clients.scripts
         self.prefix = prefix
+        if ack not in ACKS:
+            raise ValueError(f"ack must be one of {ACKS}, not {ack!r}")
+        self.ack = ack
+        self.ack_timeout_ms = ack_timeout_ms
+        # sent right after each write, on its connection: the write reached a replica
+        # (WAIT) or the append-only file (WAITAOF; with appendfsync always it has already)
+        self._after: tuple[tuple[Any, ...], ...] = ()
+        # when check_server last passed (> 0), or minus when it last failed (< 0)
+        self._checked_at = 0.0
+        self._check_failure = ""
+        if ack == "replicated":
+            self._after = (("WAIT", 1, ack_timeout_ms),)
+        self.registry = Registry(prefix)
         self._keys: dict[str, Keys] = {}
         self._scripts: dict[str, tuple[str, str]] = {}
         for name, text in _SCRIPTS.items():
@@ -225,10 +277,16 @@ class ModelStore:
 
     async def _run(self, script: str, name: str, keys: list[str], args: list[Any]) -> Any:
         sha, text = self._scripts[script]
+        if script in DURABLE and self._checked_at <= 0:
+            await self._checked()
+        after = self._after if script in DURABLE else ()
         try:
-            reply = await self.conn.evalsha(sha, text, keys, args)
+            replies = await self.conn.script(sha, text, keys, args, after)
         except ReplyError as e:
-            raise _refused(e) from e
+            raise refused(e) from e
+        reply = replies[0]
+        if after:
+            self._check_ack(replies[1])
         if not isinstance(reply, list) or not reply:
             raise CorruptData(f"script {script} replied {reply!r}")
         status = reply[0]
@@ -242,6 +300,79 @@ class ModelStore:
                 "this model's (a class or coordinate out of range): nothing was written"
             )
         return reply
+
+    def _check_ack(self, got: Any) -> None:
+        if isinstance(got, ReplyError):
+            raise Unavailable(f"Redis could not confirm the write ({self.ack}): {got}")
+        # WAIT: replicas that have the write; WAITAOF: [local fsynced, replicas fsynced]
+        done = got[0] if isinstance(got, list) else got
+        if not isinstance(done, int) or done < 1:
+            what = "reached a replica" if self.ack == "replicated" else "reached the disk"
+            raise NotDurable(
+                f"the write was applied but not confirmed to have {what} within "
+                f"{self.ack_timeout_ms} ms (COMMITTEE_ACK={self.ack}): send it again, "
+                "retries are safe"
+            )
+
+    def require_waitaof(self) -> None:
+        """Confirm fsync by WAITAOF after each write (Redis 7.2 and later)."""
+        self._after = (("WAITAOF", 1, 0, self.ack_timeout_ms),)
+
+    async def _checked(self) -> None:
+        """Check the server before the first write (again at most every 5 s while the
+        check fails): a write to a server that could lose it is refused as unavailable."""
+        now = time.monotonic()
+        if self._checked_at < 0 and now + self._checked_at < CHECK_AGAIN:
+            raise Unavailable(self._check_failure)
+        try:
+            await self.check_server()
+        except Unavailable:
+            raise
+        except StorageError as e:
+            self._checked_at, self._check_failure = -now, str(e)
+            raise Unavailable(str(e)) from e
+        self._checked_at = now
+
+    async def check_server(self) -> None:
+        """Refuse a Redis that could lose acknowledged data: one that may evict keys, or
+        one that cannot confirm the durability ``ack`` asks for; a :class:`StorageError`
+        says what to change. Run once before serving."""
+        for raw in await self._on_primaries("INFO"):
+            info = _info(raw)
+            where = info.get("tcp_port", "?")
+            policy = info.get("maxmemory_policy", "noeviction")
+            if policy != "noeviction":
+                raise StorageError(
+                    f"Redis (port {where}) has maxmemory-policy {policy}, which may evict "
+                    "models' keys: set it to noeviction"
+                )
+            if self.ack == "replicated" and int(info.get("connected_slaves", "0")) < 1:
+                raise StorageError(
+                    f"COMMITTEE_ACK=replicated, but Redis (port {where}) has no replica: "
+                    "add one, or use applied or fsync"
+                )
+            if self.ack == "fsync":
+                if info.get("aof_enabled") != "1":
+                    raise StorageError(
+                        f"COMMITTEE_ACK=fsync, but Redis (port {where}) keeps no append-only "
+                        "file: set appendonly yes"
+                    )
+                version = tuple(int(p) for p in info.get("redis_version", "0").split(".")[:2])
+                if version >= (7, 2):
+                    self.require_waitaof()
+                    continue
+                fsync = await self._on_primaries("CONFIG", "GET", "appendfsync")
+                if any(_config(r).get("appendfsync") != "always" for r in fsync):
+                    raise StorageError(
+                        f"COMMITTEE_ACK=fsync on Redis {info.get('redis_version')} (before "
+                        "7.2, which has WAITAOF) needs appendfsync always"
+                    )
+
+    async def _on_primaries(self, *args: Any) -> list[Any]:
+        try:
+            return await self.conn.each_primary(*args)
+        except ReplyError as e:
+            raise refused(e) from e
 
     # -- models -----------------------------------------------------------------------
 
@@ -260,68 +391,143 @@ class ModelStore:
         idem: Idempotency | None = None,
         keep_ms: int = 86_400_000,
     ) -> Created:
-        """Store a new model in one atomic step.
+        """Store a new model: list it in the registry, make its keys, settle the entry
+        (see :mod:`storage.scripts_models`).
 
         :class:`Conflict` if the name is taken (or ``idem`` came with another request),
         :class:`Full` if ``most`` models exist already."""
-        k = self.keys(name)
+        k, r = self.keys(name), self.registry
         incarnation = secrets.token_hex(8)
-        keys = [*k.all_fixed(), k.models, k.idem(idem.key) if idem else k.meta]
-        args = [incarnation, orjson.dumps(config), n_classes, size, most]
-        args += [idem.digest if idem else "", keep_ms, name]
-        reply = await self._run("CREATE", name, keys, args)
+        reply = await self._run(
+            "REGISTER", name, [r.models, r.unsettled], [name, incarnation, most, _now_ms()]
+        )
+        if reply[0] == b"full":
+            raise Full("max_stored_models", most, f"{most} models exist: delete one first")
+        keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
+        args = [incarnation, orjson.dumps(config), n_classes, size]
+        args += [idem.digest if idem else "", keep_ms]
+        try:
+            reply = await self._run("CREATE", name, keys, args)
+        finally:
+            # whatever happened, the entry names the incarnation that exists: ours if
+            # the create took, the one already there, or none
+            with contextlib.suppress(StorageError):
+                await self._settle(name, incarnation)
         status = reply[0]
         if status == b"exists":
             raise Conflict(f"model {name!r} already exists")
-        if status == b"full":
-            raise Full("max_stored_models", most, f"{most} models exist: delete one first")
         if status == b"mismatch":
             raise Conflict(_REUSED)
         if status == b"repeat":
             return Created(_int(reply[1], "created"), _text(reply[2]), True)
         return Created(_int(reply[1], "created"), incarnation, False)
 
+    async def _settle(self, name: str, listed: str) -> bool:
+        """Make the registry entry of ``name``, if it still holds ``listed``, name the
+        incarnation the model has (none: no entry); False if it changed meanwhile."""
+        async with _redis_errors():
+            has = _text(await self.client.hget(self.keys(name).meta, "incarnation") or b"")
+        r = self.registry
+        reply = await self._run("SETTLE", name, [r.models, r.unsettled], [name, listed, has])
+        return reply[0] == b"ok"
+
     async def delete(
         self, name: str, *, idem: Idempotency | None = None, keep_ms: int = 86_400_000
     ) -> None:
         """Delete a model and every key it has in one atomic step (trial hashes of a model
-        with many go to a grave that :meth:`sweep` empties); :class:`ModelNotFound` if
-        there is none."""
-        k = self.keys(name)
-        fixed = [*k.all_fixed(), k.models, k.idem(idem.key) if idem else k.meta]
-        fixed.append(graves_key(self.prefix))
+        with many go to a grave that :meth:`sweep` empties), then its registry entry;
+        :class:`ModelNotFound` if there is none."""
+        k, r = self.keys(name), self.registry
+        fixed = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
+        await self._run("UNSETTLE", name, [r.models, r.unsettled], [name, _now_ms()])
         for _ in range(5):  # the model may be deleted and created again meanwhile
             async with _redis_errors():
                 inc = _text(await self.client.hget(k.meta, "incarnation") or b"")
-            keys = [*fixed, k.trial_prefix(inc), k.grave(inc)]
-            args = [name, idem.digest if idem else "", keep_ms, GRAVE_BATCH, inc]
-            reply = await self._run("DELETE", name, keys, args)
+            grave = k.grave(inc)
+            if inc:  # listed first: a crash after the delete leaves it to the sweep
+                async with _redis_errors():
+                    await self.client.zadd(r.graves, {grave: _now_ms()})
+            args = [idem.digest if idem else "", keep_ms, GRAVE_BATCH, inc]
+            try:
+                reply = await self._run("DELETE", name, [*fixed, k.trial_prefix(inc), grave], args)
+            except ModelNotFound:
+                await self._settle_quietly(name, inc)
+                raise
             if reply[0] == b"mismatch":
                 raise Conflict(_REUSED)
-            if reply[0] == b"gone":
-                raise ModelNotFound(name)
-            if reply[0] != b"moved":
-                return
+            if reply[0] == b"moved":
+                continue
+            if reply[0] == b"ok":
+                await self._settle_quietly(name, inc)
+                if reply[1] in (0, b"0"):  # nothing went to the grave
+                    async with _redis_errors():
+                        await self.client.zrem(r.graves, grave)
+            return
         raise Conflict(f"model {name!r} kept being created again: delete it again")
 
+    async def _settle_quietly(self, name: str, listed: str) -> None:
+        # a failure leaves the entry unsettled, for the sweep
+        with contextlib.suppress(StorageError):
+            await self._settle(name, listed)
+
     async def sweep(self, budget: int = 100) -> int:
-        """Delete the trial hashes of deleted models, at most ``budget`` batches; returns
-        how many graves are left."""
-        graves = graves_key(self.prefix)
-        for _ in range(budget):
-            async with _redis_errors():
-                grave = await self.client.srandmember(graves)
-            if grave is None:
-                return 0
-            key = _text(grave)
-            trials = grave_trial_prefix(key)
-            if trials is None:  # not a grave: nothing to sweep
-                async with _redis_errors():
-                    await self.client.srem(graves, key)
-                continue
-            await self._run("SWEEP", "", [key, graves, trials], [GRAVE_BATCH])
+        """Delete the trial hashes of deleted models, at most ``budget`` batches, and
+        settle the registry entries a crash left unsettled; returns how many graves are
+        left."""
+        r = self.registry
+        old = _now_ms() - SETTLE_AFTER_MS
         async with _redis_errors():
-            return int(await self.client.scard(graves))
+            stale = await self.client.zrangebyscore(r.unsettled, "-inf", old, 0, 100)
+        for member in stale:
+            name = _text(member)
+            async with _redis_errors():
+                listed = _text(await self.client.hget(r.models, name) or b"")
+            if not valid_name(name):
+                await self._run("SETTLE", "", [r.models, r.unsettled], [name, listed, ""])
+                continue
+            await self._settle(name, listed)
+        async with _redis_errors():
+            graves = [_text(g) for g in await self.client.zrange(r.graves, 0, 99)]
+        for key in graves:
+            parts = grave_parts(key)
+            if parts is not None:
+                meta, trials, inc = parts
+                async with _redis_errors():
+                    if await self.client.hget(meta, "incarnation") == inc.encode():
+                        continue  # its delete has not run yet (or never will)
+                left = 1
+                while left and budget > 0:
+                    budget -= 1
+                    reply = await self._run("SWEEP", "", [key, trials], [GRAVE_BATCH])
+                    left = _int(reply[1], "trials left")
+                if left:
+                    break
+            async with _redis_errors():
+                await self.client.zrem(r.graves, key)
+        async with _redis_errors():
+            return int(await self.client.zcard(r.graves))
+
+    async def adopt_legacy(self) -> None:
+        """Move the single-node layout's sets of model names and graves into the
+        registry (each step repeatable, for workers starting together)."""
+        r = self.registry
+        models = LEGACY_MODELS.format(prefix=self.prefix)
+        graves = LEGACY_GRAVES.format(prefix=self.prefix)
+        async with _redis_errors():
+            names = await self.client.smembers(models)
+        for member in names:
+            name = _text(member)
+            if not valid_name(name):
+                continue
+            async with _redis_errors():
+                inc = await self.client.hget(self.keys(name).meta, "incarnation")
+                if inc:
+                    await self.client.hsetnx(r.models, name, inc)
+        async with _redis_errors():
+            for grave in await self.client.smembers(graves):
+                await self.client.zadd(r.graves, {_text(grave): 0}, nx=True)
+            await self.client.delete(models)
+            await self.client.delete(graves)
 
     async def keep_answer(self, name: str, idem: Idempotency, answer: bytes) -> None:
         """Keep the answer to the request that used ``idem`` first, for its retries."""
@@ -350,9 +556,11 @@ class ModelStore:
         return out
 
     async def names(self) -> list[str]:
+        """The registry's names: every model, and perhaps some being created or deleted
+        (reading one of those finds no model)."""
         async with _redis_errors():
-            members = await self.client.smembers(models_key(self.prefix))
-        return sorted(_text(m) for m in members)
+            members = await self.client.hkeys(self.registry.models)
+        return sorted(n for n in map(_text, members) if valid_name(n))
 
     async def read(self, name: str) -> StoredModel:
         """The model's config and counters (without its learner state)."""

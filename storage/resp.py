@@ -21,7 +21,7 @@ from hiredis import Reader, pack_command
 
 from storage.errors import StorageError, Unavailable
 
-__all__ = ["Address", "Connection", "ReplyError", "parse_url"]
+__all__ = ["Address", "Connection", "ReplyError", "parse_url", "script_call"]
 
 _MORE = object()  # what the reader returns while a reply is incomplete
 
@@ -202,6 +202,26 @@ class _Protocol(asyncio.Protocol):
             self.transport.abort()
 
 
+async def script_call(
+    together: Any,
+    sha: str,
+    script: str,
+    keys: list[Any],
+    args: list[Any],
+    after: tuple[tuple[Any, ...], ...],
+) -> list[Any]:
+    """EVALSHA and ``after`` through ``together``; EVAL (which caches the script) when the
+    server does not know the SHA1. Raises the script's error reply."""
+    replies = await together(("EVALSHA", sha, len(keys), *keys, *args), *after)
+    first = replies[0]
+    if type(first) is ReplyError and str(first).startswith("NOSCRIPT"):
+        replies = await together(("EVAL", script, len(keys), *keys, *args), *after)
+        first = replies[0]
+    if type(first) is ReplyError:
+        raise first
+    return list(replies)
+
+
 class Connection:
     """A lazily opened, pipelined connection to the Redis at ``url``; replies as bytes.
 
@@ -210,8 +230,8 @@ class Connection:
     every caller behind them: they do not belong here. For one event loop; not thread-safe.
     """
 
-    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
-        self.address = parse_url(url)
+    def __init__(self, url: str | Address, *, timeout: float = 5.0) -> None:
+        self.address = url if isinstance(url, Address) else parse_url(url)
         self.timeout = timeout
         self._proto: _Protocol | None = None
         self._opening: asyncio.Future[_Protocol] | None = None
@@ -222,15 +242,34 @@ class Connection:
         return await self._call(args)
 
     async def evalsha(self, sha: str, script: str, keys: list[Any], args: list[Any]) -> Any:
-        """Run a Lua script by its SHA1, loading it first if Redis does not know it."""
-        cmd = ("EVALSHA", sha, len(keys), *keys, *args)
-        try:
-            return await self._call(cmd)
-        except ReplyError as e:
-            if not str(e).startswith("NOSCRIPT"):
-                raise
-        await self._call(("SCRIPT", "LOAD", script))
-        return await self._call(cmd)
+        """Run a Lua script by its SHA1, sending it whole if Redis does not know it."""
+        return (await self.script(sha, script, keys, args))[0]
+
+    async def script(
+        self,
+        sha: str,
+        script: str,
+        keys: list[Any],
+        args: list[Any],
+        after: tuple[tuple[Any, ...], ...] = (),
+    ) -> list[Any]:
+        """Run a Lua script and then ``after`` back to back (``WAIT``: the script's
+        writes reached a replica); the replies, the script's raised if an error."""
+        return await script_call(self.together, sha, script, keys, args, after)
+
+    async def each_primary(self, *args: Any) -> list[Any]:
+        """``args`` run on every primary: here, the one node."""
+        return [await self.call(*args)]
+
+    async def together(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send ``commands`` back to back on this connection (nothing else between them:
+        ``ASKING`` before a command, ``WAIT`` after a write) and return their replies,
+        error replies as :class:`ReplyError` values rather than raised."""
+        p = self._proto
+        if p is None or p.closed:
+            p = await self._connect()
+        futures = [p.send(c) for c in commands]
+        return [await f for f in futures]
 
     async def _call(self, args: tuple[Any, ...]) -> Any:
         p = self._proto

@@ -1,10 +1,26 @@
 """The Lua scripts for whole models: create, delete, snapshots, imports and statistics.
 
-Create and delete are one atomic step each: a model is listed exactly when its meta key
-exists, whatever crashes and whatever races. A delete removes a model's keys at once,
-except the trial hashes of a model with many kept trials: those move to a grave (a sorted
-set listed in ``<prefix>:graves``) that :data:`SWEEP` empties a batch at a time, so no
-single step blocks Redis for long and a crash leaves the rest listed for the next sweep.
+Each script touches one slot: a model's keys, or the registry's. Creating a model is three
+steps, deleting it three, and the registry (:class:`storage.keys.Registry`) agrees with
+the models whatever crashes between them:
+
+- create: :data:`REGISTER` lists the name with the new incarnation (or refuses: the
+  registry is full) and marks it unsettled; :data:`CREATE` makes the model's keys;
+  :data:`SETTLE` sets the name to the incarnation that exists (or none) and settles it.
+- delete: :data:`UNSETTLE` marks the name unsettled; :data:`DELETE` removes the model's
+  keys; :data:`SETTLE` removes the name if it still holds that incarnation.
+
+Every write to a name's entry is conditional on the incarnation read before it, so a
+create racing a delete never loses the newer model's entry. A name left unsettled by a
+crash is settled by the sweep once it is older than any step can take: the entry then
+names the incarnation in the model's meta, or nothing. Until then a listed name without
+a model is skipped by readers, and counts toward the most models.
+
+A delete removes a model's keys at once, except the trial hashes of a model with many
+kept trials: those move to a grave (a sorted set, listed in the registry before the
+delete runs) that :data:`SWEEP` empties a batch at a time, so no single step blocks Redis
+for long and a crash leaves the rest listed for the next sweep. A grave is unlisted once
+empty and once its model's meta holds another incarnation: then no delete can fill it.
 
 Idempotency records (``KEYS`` named ``idem``) are hashes ``{op, h, ...}``: the operation,
 a hash of the request's body, and what the first request did. A record with another
@@ -15,94 +31,136 @@ from __future__ import annotations
 
 from storage.scripts import PRELUDE
 
-__all__ = ["CREATE", "DELETE", "IDEM_ANSWER", "IMPORT", "SNAPSHOT", "STATS", "SUMMARY", "SWEEP"]
+__all__ = [
+    "CREATE",
+    "DELETE",
+    "IDEM_ANSWER",
+    "IMPORT",
+    "REGISTER",
+    "SETTLE",
+    "SNAPSHOT",
+    "STATS",
+    "SUMMARY",
+    "SWEEP",
+    "UNSETTLE",
+]
+
+REGISTER = """
+-- KEYS: 1 the registry's models, 2 its unsettled names
+-- ARGV: 1 name, 2 incarnation, 3 most models, 4 now (ms)
+-- Reply: {'ok'} | {'full'}
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0
+   and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then
+  return {'full'}
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
+return {'ok'}
+"""
+
+UNSETTLE = """
+-- KEYS: 1 the registry's models, 2 its unsettled names
+-- ARGV: 1 name, 2 now (ms)
+-- Reply: {'ok'}; a listed name is marked unsettled (a delete of it begins)
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+end
+return {'ok'}
+"""
+
+SETTLE = """
+-- KEYS: 1 the registry's models, 2 its unsettled names
+-- ARGV: 1 name, 2 the incarnation the caller saw listed ('' for none), 3 the one to
+-- list ('' for none)
+-- Reply: {'ok'} | {'changed'} (another create or delete listed the name meanwhile)
+local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if cur ~= ARGV[2] then return {'changed'} end
+if ARGV[3] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return {'ok'}
+"""
 
 CREATE = """
--- KEYS: 1-8 the model's fixed keys, 9 the models set, 10 idempotency record (or a
--- placeholder when ARGV[6] is '')
--- ARGV: 1 incarnation, 2 config (JSON), 3 labels k, 4 input size n, 5 most models,
--- 6 body hash or '', 7 record lifetime (ms), 8 name
--- Reply: {'ok', created} | {'exists'} | {'full'} | {'repeat', created, incarnation} |
+-- KEYS: 1-8 the model's fixed keys, 9 idempotency record (or a placeholder when ARGV[5]
+-- is '')
+-- ARGV: 1 incarnation, 2 config (JSON), 3 labels k, 4 input size n, 5 body hash or '',
+-- 6 record lifetime (ms)
+-- Reply: {'ok', created} | {'exists', incarnation} | {'repeat', created, incarnation} |
 -- {'mismatch'}
-if ARGV[6] ~= '' then
-  local old = redis.call('HMGET', KEYS[10], 'op', 'h', 'created', 'inc')
+if ARGV[5] ~= '' then
+  local old = redis.call('HMGET', KEYS[9], 'op', 'h', 'created', 'inc')
   if old[1] then
-    if old[1] == 'create' and old[2] == ARGV[6] then
+    if old[1] == 'create' and old[2] == ARGV[5] then
       return {'repeat', old[3], old[4]}
     end
     return {'mismatch'}
   end
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {'exists'} end
-if redis.call('SISMEMBER', KEYS[9], ARGV[8]) == 0
-   and redis.call('SCARD', KEYS[9]) >= tonumber(ARGV[5]) then
-  return {'full'}
-end
+local inc = redis.call('HGET', KEYS[1], 'incarnation')
+if inc then return {'exists', inc} end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 local t = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'incarnation', ARGV[1], 'config', ARGV[2], 'created', t[1],
            'version', 0, 'folded', 0, 'mistakes', 0, 'curve_step', 1, 'k', ARGV[3],
            'n', ARGV[4])
-redis.call('SADD', KEYS[9], ARGV[8])
-if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[10], 'op', 'create', 'h', ARGV[6], 'created', t[1],
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[9], 'op', 'create', 'h', ARGV[5], 'created', t[1],
              'inc', ARGV[1])
-  redis.call('PEXPIRE', KEYS[10], tonumber(ARGV[7]))
+  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[6]))
 end
 return {'ok', t[1]}
 """
 
 DELETE = """
--- KEYS: 1-8 the model's fixed keys, 9 the models set, 10 idempotency record (or a
--- placeholder), 11 the set of graves, 12 the prefix of the trial keys of incarnation
--- ARGV[5], 13 the grave of incarnation ARGV[5]
--- ARGV: 1 name, 2 body hash or '', 3 record lifetime (ms), 4 most trial hashes deleted
--- here (beyond that they go to a grave), 5 the incarnation the caller read ('' for none)
--- Reply: {'ok'} | {'gone'} | {'mismatch'} | {'moved'} (the model's incarnation is not
--- ARGV[5]: nothing written, read it again)
-if ARGV[2] ~= '' then
-  local old = redis.call('HMGET', KEYS[10], 'op', 'h')
+-- KEYS: 1-8 the model's fixed keys, 9 idempotency record (or a placeholder), 10 the
+-- prefix of the trial keys of incarnation ARGV[4], 11 the grave of incarnation ARGV[4]
+-- ARGV: 1 body hash or '', 2 record lifetime (ms), 3 most trial hashes deleted here
+-- (beyond that they go to the grave), 4 the incarnation the caller read ('' for none)
+-- Reply: {'ok', graved} (1: the grave holds trial hashes to sweep) | {'repeat'} |
+-- {'gone'} | {'mismatch'} | {'moved'} (the model's incarnation is not ARGV[4]: nothing
+-- written, read it again)
+if ARGV[1] ~= '' then
+  local old = redis.call('HMGET', KEYS[9], 'op', 'h')
   if old[1] then
-    if old[1] == 'delete' and old[2] == ARGV[2] then return {'ok'} end
+    if old[1] == 'delete' and old[2] == ARGV[1] then return {'repeat'} end
     return {'mismatch'}
   end
 end
 local inc = redis.call('HGET', KEYS[1], 'incarnation')
-if not inc then
-  redis.call('SREM', KEYS[9], ARGV[1])
-  return {'gone'}
-end
-if inc ~= ARGV[5] then return {'moved'} end
-if redis.call('ZCARD', KEYS[5]) <= tonumber(ARGV[4]) then
+if not inc then return {'gone'} end
+if inc ~= ARGV[4] then return {'moved'} end
+local graved = 0
+if redis.call('ZCARD', KEYS[5]) <= tonumber(ARGV[3]) then
   for _, id in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
-    redis.call('DEL', KEYS[12] .. id)
+    redis.call('DEL', KEYS[10] .. id)
   end
   redis.call('DEL', KEYS[5])
 else
-  redis.call('RENAME', KEYS[5], KEYS[13])
-  redis.call('SADD', KEYS[11], KEYS[13])
+  redis.call('RENAME', KEYS[5], KEYS[11])
+  graved = 1
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8])
-redis.call('SREM', KEYS[9], ARGV[1])
-if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[10], 'op', 'delete', 'h', ARGV[2])
-  redis.call('PEXPIRE', KEYS[10], tonumber(ARGV[3]))
+if ARGV[1] ~= '' then
+  redis.call('HSET', KEYS[9], 'op', 'delete', 'h', ARGV[1])
+  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[2]))
 end
-return {'ok'}
+return {'ok', graved}
 """
 
 SWEEP = """
--- KEYS: 1 a grave, 2 the set of graves, 3 the prefix of the trial keys the grave lists
+-- KEYS: 1 a grave, 2 the prefix of the trial keys the grave lists
 -- ARGV: 1 trial hashes to delete at most
 -- Reply: {'ok', trial ids left in the grave}
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 for _, id in ipairs(ids) do
-  redis.call('DEL', KEYS[3] .. id)
+  redis.call('DEL', KEYS[2] .. id)
 end
 if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
-local left = redis.call('ZCARD', KEYS[1])
-if left == 0 then redis.call('SREM', KEYS[2], KEYS[1]) end
-return {'ok', left}
+return {'ok', redis.call('ZCARD', KEYS[1])}
 """
 
 IDEM_ANSWER = """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,17 @@ from storage.server import EmbeddedRedis, RedisServerError
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of a Redis started for this session in a temporary directory (never :6379)."""
+    """URL of a Redis started for this session in a temporary directory (never :6379).
+
+    With ``COMMITTEE_TEST_REDIS=cluster`` it is a Redis Cluster of 3 primaries and 3
+    replicas instead: ``./run test`` runs the service's API tests a second time so."""
     data_dir: Path = tmp_path_factory.mktemp("redis")
+    if os.environ.get("COMMITTEE_TEST_REDIS") == "cluster":
+        from _redis_cluster import RedisCluster
+
+        with RedisCluster(data_dir) as cluster:
+            yield cluster.seed_url
+        return
     try:
         server = EmbeddedRedis(data_dir).start()
     except RedisServerError as exc:

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
-import redis
+from _redis_cluster import sync_client
 
 from app.live import LiveModel
 from storage.codec import decode_entry, encode_instance
@@ -285,7 +285,7 @@ def replay(
     The exported state (as JSON) at each version of ``states_at`` is kept in ``states``.
     """
     keys = Keys(prefix, name)
-    with redis.Redis.from_url(redis_url) as r:
+    with sync_client(redis_url) as r:
         meta = r.hgetall(keys.meta)
         raw = r.xrange(keys.log, "-", "+")
     model = LiveModel(name, meta[b"incarnation"].decode(), orjson.loads(meta[b"config"]))

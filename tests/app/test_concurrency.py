@@ -40,8 +40,8 @@ RACERS_PER_LABEL = 3
 class Load:
     """What the clients sent and what the service acknowledged (200) for it."""
 
-    def __init__(self, base_url: str, name: str, seed: int) -> None:
-        self.base_url = base_url
+    def __init__(self, base_urls: list[str], name: str, seed: int) -> None:
+        self.base_urls = base_urls
         self.name = name
         self.rng = random.Random(seed)
         self.data = iter(majority_payloads(20_000, np.random.default_rng(seed)))
@@ -144,9 +144,9 @@ class Load:
         async with contextlib.AsyncExitStack() as stack:
             pools = [
                 await stack.enter_async_context(
-                    httpx.AsyncClient(base_url=self.base_url, timeout=120)
+                    httpx.AsyncClient(base_url=self.base_urls[i % len(self.base_urls)], timeout=120)
                 )
-                for _ in range(POOLS)
+                for i in range(POOLS)
             ]
             tasks = [self.client(pools[i % POOLS]) for i in range(CLIENTS)]
             for j in range(SAME_LABEL_RACES):
@@ -163,16 +163,24 @@ class Load:
 def test_concurrent_clients_agree_with_a_replay_of_the_log(
     redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
+    """Two hosts that share nothing but Redis (two ``committee serve``, 2 workers each),
+    the clients spread over both."""
     name = "majority"
-    with Service(tmp_path, workers=4, redis_url=redis_url, prefix=redis_prefix) as svc:
-        with httpx.Client(base_url=svc.url, timeout=60) as c:
+    with (
+        Service(tmp_path, workers=2, redis_url=redis_url, prefix=redis_prefix) as a,
+        Service(tmp_path, workers=2, redis_url=redis_url, prefix=redis_prefix) as b,
+    ):
+        with httpx.Client(base_url=a.url, timeout=60) as c:
             assert c.post("/v1/models", json=majority_model(name)).status_code == 201
-            load = Load(svc.url, name, seed=7)
+            load = Load([a.url, b.url], name, seed=7)
             asyncio.run(load.run())
             state = c.get(f"/v1/models/{name}/state")
             assert state.status_code == 200, state.text
             model = wait_folded(c, name)
-        assert svc.stop() == 0
+        with httpx.Client(base_url=b.url, timeout=60) as c:
+            # the other host serves the same state
+            assert c.get(f"/v1/models/{name}/state").json() == state.json()
+        assert a.stop() == 0 and b.stop() == 0
 
     assert load.unexpected == []
     # a same-label race: every client gets the one answer

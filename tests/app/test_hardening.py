@@ -15,8 +15,8 @@ import httpx
 import numpy as np
 import orjson
 import pytest
-import redis
 import websockets
+from _redis_cluster import sync_client
 
 from app.config import Settings
 from models.core.learner import UpdateRefused
@@ -92,7 +92,7 @@ def test_an_old_trial_is_unknown_after_a_re_create(
     assert client.post(f"/v1/models/{model_name}/predict", json=body).is_success
     # a delete that stopped after its first step (a crash), then the name is created again
     assert api_settings.redis_url is not None
-    r = redis.Redis.from_url(api_settings.redis_url)
+    r = sync_client(api_settings.redis_url)
     try:
         r.delete(Keys(api_settings.key_prefix, model_name).meta)
     finally:
@@ -424,7 +424,7 @@ def test_a_corrupt_log_entry_is_quarantined_not_fatal(
     assert client.post(f"{url}/learn", json={"instance": VOTE, "label": "cat"}).is_success
     keys = Keys(api_settings.key_prefix, model_name)
     assert api_settings.redis_url is not None
-    r = redis.Redis.from_url(api_settings.redis_url)
+    r = sync_client(api_settings.redis_url)
     try:  # what no script writes: a label beyond the model's three
         r.xadd(keys.log, {"k": "n", "x": b"E", "y": "7"}, id="2-0")
         r.hset(keys.meta, "version", 2)

@@ -3,6 +3,8 @@ idempotency records, against a real Redis."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import orjson
@@ -58,7 +60,7 @@ async def test_delete_leaves_no_key_behind(store: ModelStore, n: int) -> None:
     await store.delete("m")
     left = await keys(store)
     if n > GRAVE_BATCH:  # the trial hashes wait in a grave, listed for the sweep
-        assert f"{store.prefix}:graves" in left
+        assert store.registry.graves in left
     assert await store.sweep() == 0
     assert await keys(store) == set()
     assert await store.names() == []
@@ -164,3 +166,99 @@ async def test_quarantined_and_refused_outcomes_are_counted(store: ModelStore) -
     assert m.folded == 3 and m.counters["quarantined"] == 1 and m.counters["refused"] == 1
     assert m.counters["mistakes"] == 1 and m.counters["updates"] == 1
     assert m.confusion == {(0, 0): 1, (0, 1): 1}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def age_unsettled(store: ModelStore) -> None:
+    """Make every unsettled registry entry older than any create or delete takes."""
+    r = store.registry
+    for name in await store.client.zrange(r.unsettled, 0, -1):
+        await store.client.zadd(r.unsettled, {name: 1})
+
+
+async def test_a_create_cut_after_its_registration_is_settled_by_the_sweep(
+    store: ModelStore,
+) -> None:
+    r = store.registry
+    # the first step of a create whose worker died before the second
+    await store._run("REGISTER", "m", [r.models, r.unsettled], ["m", "0123abcd", 100, now_ms()])
+    assert await store.names() == ["m"]  # listed, but no model behind the name
+    with pytest.raises(ModelNotFound):
+        await store.read("m")
+    await store.sweep()  # too young to settle: a create may still be under way
+    assert await store.names() == ["m"]
+    await age_unsettled(store)
+    await store.sweep()
+    assert await store.names() == []
+    assert await keys(store) == set()
+
+
+async def test_a_delete_cut_before_its_last_step_is_settled_by_the_sweep(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    r = store.registry
+    k = store.keys("m")
+    # the first two steps of a delete whose worker died before the third
+    await store._run("UNSETTLE", "m", [r.models, r.unsettled], ["m", now_ms()])
+    args = ["", 1000, GRAVE_BATCH, inc]
+    fixed = [*k.all_fixed(), k.meta, k.trial_prefix(inc), k.grave(inc)]
+    assert (await store._run("DELETE", "m", fixed, args))[0] == b"ok"
+    assert await store.names() == ["m"]
+    await store.sweep()
+    assert await store.names() == ["m"]
+    await age_unsettled(store)
+    await store.sweep()
+    assert await store.names() == []
+    # a model made again under the name meanwhile is listed whatever the sweep does
+    again = await create(store)
+    await age_unsettled(store)
+    await store.sweep()
+    assert await store.names() == ["m"]
+    assert await store.client.hget(r.models, "m") == again.encode()
+
+
+async def test_racing_creates_and_deletes_leave_the_registry_true(store: ModelStore) -> None:
+    """Creates and deletes of the same names at once: afterwards the registry lists
+    exactly the models that exist, each with its incarnation."""
+
+    async def churn(name: str, seed: int) -> None:
+        for i in range(12):
+            try:
+                if (i + seed) % 3 == 2:
+                    await store.delete(name)
+                else:
+                    await create(store, name)
+            except (Conflict, ModelNotFound):
+                pass
+
+    await asyncio.gather(*(churn(n, s) for n in ("a", "b") for s in range(4)))
+    r = store.registry
+    listed = {k.decode(): v.decode() for k, v in (await store.client.hgetall(r.models)).items()}
+    alive = {}
+    for name in ("a", "b"):
+        inc = await store.client.hget(store.keys(name).meta, "incarnation")
+        if inc is not None:
+            alive[name] = inc.decode()
+    assert listed == alive
+    assert await store.client.zcard(r.unsettled) == 0
+
+
+async def test_the_single_node_sets_move_into_the_registry(store: ModelStore) -> None:
+    inc = await create(store)
+    r = store.registry
+    # as the single-node layout kept them: plain sets, the registry empty
+    await store.client.delete(r.models)
+    legacy = f"{store.prefix}:models"
+    await store.client.sadd(legacy, "m", "gone-long-ago")
+    await store.client.sadd(f"{store.prefix}:graves", f"{store.prefix}:{{old}}:grave:ab12")
+    assert await store.names() == []
+    await store.adopt_legacy()
+    await store.adopt_legacy()  # repeatable: workers start together
+    assert await store.names() == ["m"]
+    assert await store.client.hget(r.models, "m") == inc.encode()
+    assert await store.sweep() == 0
+    assert await keys(store) == {*(store.keys("m").all_fixed()[:1]), r.models}

@@ -1,0 +1,161 @@
+"""A Redis Cluster of 3 primaries and 3 replicas from Debian's redis-server, on free
+loopback ports, for tests (each process in a session of its own, all stopped on exit)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from storage.server import find_redis_server
+
+START_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    """A free port whose cluster bus port (10,000 higher) is free too."""
+    rng = random.Random()
+    while True:
+        port = rng.randrange(20_000, 45_000)
+        try:
+            for p in (port, port + 10_000):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return port
+
+
+class RedisCluster:
+    """``redis+cluster://`` over six nodes in ``data_dir`` (3 primaries, 3 replicas)."""
+
+    def __init__(self, data_dir: Path, *, nodes: int = 6) -> None:
+        self.data_dir = Path(data_dir)
+        self.ports = [free_port() for _ in range(nodes)]
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+
+    @property
+    def seed_url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+
+    def client(self, port: int) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+
+    def start(self) -> RedisCluster:
+        binary = find_redis_server()
+        try:
+            for port in self.ports:
+                self._launch(binary, port)
+            for port in self.ports:
+                self._await(lambda p=port: self.client(p).ping(), f"node {port} to answer")
+            create = [binary.replace("redis-server", "redis-cli"), "--cluster", "create"]
+            create += [f"127.0.0.1:{p}" for p in self.ports]
+            create += ["--cluster-replicas", "1", "--cluster-yes"]
+            done = subprocess.run(create, capture_output=True, timeout=60, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout[-2000:]!r}")
+            self._await(self._healthy, "the cluster to be ok with every replica in sync")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _launch(self, binary: str, port: int) -> None:
+        d = self.data_dir / str(port)
+        d.mkdir(parents=True, exist_ok=True)
+        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d)]
+        args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        args += ["--cluster-node-timeout", "1000", "--appendonly", "yes", "--save", ""]
+        with open(d / "redis.log", "ab") as log:
+            self.processes[port] = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def _healthy(self) -> bool:
+        for port in self.ports:
+            info = self.client(port).execute_command("CLUSTER", "INFO")
+            if b"cluster_state:ok" not in info:
+                return False
+            role = self.client(port).info("replication")
+            if role["role"] == "slave" and role.get("master_link_status") != "up":
+                return False
+        return True
+
+    def _await(self, ready: object, what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                if ready():  # type: ignore[operator]
+                    return
+            except (redis.RedisError, OSError) as e:
+                last = e
+            time.sleep(0.05)
+        raise RuntimeError(f"waited {START_TIMEOUT:g} s for {what} ({last}):\n{self.log_tail()}")
+
+    def primary_of_key(self, key: str) -> int:
+        """The port of the primary serving ``key``'s slot."""
+        slot = int(self.client(self.ports[0]).execute_command("CLUSTER", "KEYSLOT", key))
+        for start, end, primary, *_ in self.client(self.ports[0]).execute_command(
+            "CLUSTER", "SLOTS"
+        ):
+            if start <= slot <= end:
+                return int(primary[1])
+        raise LookupError(f"no node serves slot {slot}")
+
+    def replica_of_key(self, key: str) -> int:
+        """The pid of a replica of the primary serving ``key``'s slot."""
+        primary = self.primary_of_key(key)
+        for port in self.ports:
+            info = self.client(port).info("replication")
+            if info["role"] == "slave" and int(info["master_port"]) == primary:
+                return self.processes[port].pid
+        raise LookupError(f"the primary on port {primary} has no replica")
+
+    def log_tail(self, lines: int = 10) -> str:
+        out = []
+        for port in self.ports:
+            log = self.data_dir / str(port) / "redis.log"
+            with contextlib.suppress(OSError):
+                out += [f"{port}: {line}" for line in log.read_text().splitlines()[-lines:]]
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        for p in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+        for p in self.processes.values():
+            p.wait()
+        self.processes.clear()
+
+    def __enter__(self) -> RedisCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def sync_client(url: str) -> redis.Redis | redis.RedisCluster:
+    """A redis-py client for any URL the service takes but Sentinel's: a cluster's
+    client for ``redis+cluster://`` (tests that read or write keys directly)."""
+    if url.startswith("redis+cluster://"):
+        host, _, port = url.removeprefix("redis+cluster://").split(",")[0].rpartition(":")
+        return redis.RedisCluster(host=host, port=int(port), socket_timeout=5)
+    return redis.Redis.from_url(url)
