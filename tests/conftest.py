@@ -20,7 +20,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     replicas instead: ``./run test`` runs the service's API tests a second time so."""
     data_dir: Path = tmp_path_factory.mktemp("redis")
     if os.environ.get("COMMITTEE_TEST_REDIS") == "cluster":
-        from _redis_cluster import RedisCluster
+        from storage.cluster_server import RedisCluster
 
         with RedisCluster(data_dir) as cluster:
             yield cluster.seed_url

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from _redis_cluster import RedisCluster
 
 from models.core.instance import Attributes
 from storage.client import close, connect
+from storage.cluster_server import RedisCluster
 from storage.codec import encode_instance
 from storage.errors import StorageError
 from storage.repository import ModelStore, NotDurable

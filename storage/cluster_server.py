@@ -1,5 +1,6 @@
-"""A Redis Cluster of 3 primaries and 3 replicas from Debian's redis-server, on free
-loopback ports, for tests (each process in a session of its own, all stopped on exit)."""
+"""A local Redis Cluster of 3 primaries and 3 replicas (``redis-server`` processes on free
+loopback ports), for tests and benchmarks; each process runs in a session of its own, and
+all are stopped on exit."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 import redis
+from redis.cluster import ClusterNode
 
 from storage.server import find_redis_server
 
@@ -44,7 +46,8 @@ class RedisCluster:
 
     @property
     def seed_url(self) -> str:
-        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+        """Every node as a seed: the URL still works once any of them is down."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
     def client(self, port: int) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
@@ -67,6 +70,13 @@ class RedisCluster:
             self.stop()
             raise
         return self
+
+    def restart(self, port: int) -> None:
+        """Start the node on ``port`` again (after a kill): it rejoins the cluster, as a
+        replica if another node took over its slots meanwhile."""
+        self.processes.pop(port).wait()
+        self._launch(find_redis_server(), port)
+        self._await(self._healthy, f"node {port} to rejoin")
 
     def _launch(self, binary: str, port: int) -> None:
         d = self.data_dir / str(port)
@@ -154,8 +164,11 @@ class RedisCluster:
 
 def sync_client(url: str) -> redis.Redis | redis.RedisCluster:
     """A redis-py client for any URL the service takes but Sentinel's: a cluster's
-    client for ``redis+cluster://`` (tests that read or write keys directly)."""
+    client for ``redis+cluster://`` (to read or write keys directly)."""
     if url.startswith("redis+cluster://"):
-        host, _, port = url.removeprefix("redis+cluster://").split(",")[0].rpartition(":")
-        return redis.RedisCluster(host=host, port=int(port), socket_timeout=5)
+        seeds = []
+        for node in url.removeprefix("redis+cluster://").split(","):
+            host, _, port = node.rpartition(":")
+            seeds.append(ClusterNode(host, int(port)))
+        return redis.RedisCluster(startup_nodes=seeds, socket_timeout=5)
     return redis.Redis.from_url(url)

@@ -1,0 +1,167 @@
+"""Faults of a Redis Cluster under load, with COMMITTEE_ACK=replicated: a primary killed
+mid-load. Every acknowledged trial must be in the log exactly once afterwards, and every
+host's workers must agree with a fresh replay of the log."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+from _procs import (
+    Service,
+    assert_same_state,
+    check_answers,
+    majority_model,
+    majority_payloads,
+    replay,
+    wait_folded,
+)
+from _workers import from_each_worker
+
+from storage.cluster_server import RedisCluster
+from storage.keys import Keys
+
+pytestmark = pytest.mark.cluster
+CLIENTS = 8
+CLOSE = {"Connection": "close"}
+REPLICATED = {"COMMITTEE_ACK": "replicated", "COMMITTEE_ACK_TIMEOUT_MS": "2000"}
+
+
+@pytest.fixture
+def cluster() -> Iterator[RedisCluster]:
+    with tempfile.TemporaryDirectory(prefix="cf-") as d, RedisCluster(Path(d)) as c:
+        yield c
+
+
+class RetryingLoad:
+    """Clients predicting then labelling, and learning, over several hosts; a request is
+    sent again (the same body, the same trial id) after a 503 or a lost connection, as the
+    Python client does. Records what was acknowledged."""
+
+    def __init__(self, urls: list[str], name: str, seed: int) -> None:
+        self.urls = urls
+        self.name = name
+        self.data = iter(majority_payloads(20_000, np.random.default_rng(seed)))
+        self.predicted: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self.labelled: list[tuple[str, int, dict[str, Any]]] = []
+        self.learned: list[tuple[dict[str, Any], int, dict[str, Any]]] = []
+        self.unexpected: list[str] = []
+        self.retries = 0
+        self.transport: list[str] = []
+        self.stop = asyncio.Event()
+
+    async def send(self, c: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Any:
+        for _ in range(200):
+            try:
+                r = await c.post(f"/v1/models/{self.name}/{path}", json=body)
+            except httpx.TransportError as e:
+                self.transport.append(f"{path}: {e!r}")
+                r = None
+            if r is not None and r.status_code == 200:
+                return r.json()
+            if r is not None and r.status_code != 503:
+                self.unexpected.append(f"{path}: {r.status_code} {r.text}")
+                return None
+            self.retries += 1
+            await asyncio.sleep(0.05)
+        self.unexpected.append(f"{path}: still unavailable")
+        return None
+
+    async def client(self, i: int) -> None:
+        url = self.urls[i % len(self.urls)]
+        async with httpx.AsyncClient(base_url=url, timeout=10) as c:
+            n = 0
+            while not self.stop.is_set():
+                x, y = next(self.data)
+                n += 1
+                if n % 2:
+                    p = await self.send(c, "predict", {"instance": x, "trial_id": f"c{i}-{n}"})
+                    if p is None:
+                        continue
+                    self.predicted.append((x, p))
+                    got = await self.send(c, "label", {"trial_id": p["trial_id"], "label": y})
+                    if got is not None:
+                        self.labelled.append((p["trial_id"], y, got))
+                else:
+                    # a learn's retries are told apart from new learns by this key
+                    headers = {"Idempotency-Key": f"k{i}-{n}"}
+                    body = {"instance": x, "label": y}
+                    got = await self.learn(c, body, headers)
+                    if got is not None:
+                        self.learned.append((x, y, got))
+
+    async def learn(
+        self, c: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]
+    ) -> Any:
+        for _ in range(200):
+            try:
+                r = await c.post(f"/v1/models/{self.name}/learn", json=body, headers=headers)
+            except httpx.TransportError:
+                r = None
+            if r is not None and r.status_code == 200:
+                return r.json()
+            if r is not None and r.status_code != 503:
+                self.unexpected.append(f"learn: {r.status_code} {r.text}")
+                return None
+            self.retries += 1
+            await asyncio.sleep(0.05)
+        return None
+
+
+def test_a_primary_killed_mid_load_loses_no_acknowledged_trial(
+    cluster: RedisCluster, tmp_path: Path
+) -> None:
+    name = "majority"
+    prefix = "failover"
+    url = cluster.seed_url
+    with (
+        Service(tmp_path, workers=2, redis_url=url, prefix=prefix, env=REPLICATED) as a,
+        Service(tmp_path, workers=2, redis_url=url, prefix=prefix, env=REPLICATED) as b,
+        httpx.Client(base_url=a.url, timeout=60) as c,
+    ):
+        assert c.post("/v1/models", json=majority_model(name)).status_code == 201
+        load = RetryingLoad([a.url, b.url], name, seed=3)
+        victim = cluster.primary_of_key(Keys(prefix, name).meta)
+
+        async def run() -> None:
+            clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
+            await asyncio.sleep(2.0)
+            os.kill(cluster.processes[victim].pid, signal.SIGKILL)
+            # its replica takes over; until the killed node is back as the new primary's
+            # replica, no write can be confirmed replicated and each is a 503
+            await asyncio.sleep(3.0)
+            await asyncio.to_thread(cluster.restart, victim)
+            await asyncio.sleep(2.0)
+            load.stop.set()
+            await asyncio.gather(*clients)
+
+        start = time.monotonic()
+        asyncio.run(run())
+        assert time.monotonic() - start < 120
+        assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
+        assert load.retries > 0  # the failover was felt
+        assert cluster.primary_of_key(Keys(prefix, name).meta) != victim
+        model = wait_folded(c, name)
+        state = c.get(f"/v1/models/{name}/state").json()
+        for svc in (a, b):  # every worker of both hosts agrees
+            with httpx.Client(base_url=svc.url, timeout=60) as h:
+                answers = from_each_worker(
+                    svc.workers, lambda h=h: h.get(f"/v1/models/{name}/state", headers=CLOSE)
+                )
+            for s in answers.values():
+                assert s.status_code == 200 and s.json() == state
+
+    rep = replay(url, prefix, name)
+    assert rep.model.version == model["version"] == state["model_version"]
+    assert_same_state(orjson.loads(rep.model.export()), state["state"])
+    check_answers(rep, load.predicted, load.labelled, load.learned)
