@@ -71,6 +71,48 @@ class RedisCluster:
             raise
         return self
 
+    def node_id(self, port: int) -> str:
+        return str(self.client(port).execute_command("CLUSTER", "MYID").decode())
+
+    def migrate_slot(self, slot: int, to_port: int, *, batch: int = 10, pause: float = 0.0) -> int:
+        """Move ``slot`` to the primary on ``to_port`` as ``redis-cli --cluster reshard``
+        does: mark it importing and migrating, MIGRATE its keys ``batch`` at a time
+        (``pause`` seconds apart, so that clients meet the slot half moved: ASK), then give
+        it to the target on every node (MOVED). Returns the keys moved."""
+        src = self.primary_of_slot(slot)
+        src_id, dst_id = self.node_id(src), self.node_id(to_port)
+        self.client(to_port).execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+        self.client(src).execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+        moved = 0
+        while True:
+            keys = self.client(src).execute_command("CLUSTER", "GETKEYSINSLOT", slot, batch)
+            if not keys:
+                break
+            self.client(src).execute_command(
+                "MIGRATE", "127.0.0.1", to_port, "", 0, 5000, "KEYS", *keys
+            )
+            moved += len(keys)
+            time.sleep(pause)
+        for port in self.ports:
+            with contextlib.suppress(redis.RedisError):
+                self.client(port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        return moved
+
+    def primary_of_slot(self, slot: int) -> int:
+        for start, end, primary, *_ in self.client(self.ports[0]).execute_command(
+            "CLUSTER", "SLOTS"
+        ):
+            if start <= slot <= end:
+                return int(primary[1])
+        raise LookupError(f"no node serves slot {slot}")
+
+    def primaries(self) -> list[int]:
+        """The ports of the primaries serving slots."""
+        out = set()
+        for _, _, primary, *_ in self.client(self.ports[0]).execute_command("CLUSTER", "SLOTS"):
+            out.add(int(primary[1]))
+        return sorted(out)
+
     def restart(self, port: int) -> None:
         """Start the node on ``port`` again (after a kill): it rejoins the cluster, as a
         replica if another node took over its slots meanwhile."""
@@ -115,15 +157,12 @@ class RedisCluster:
             time.sleep(0.05)
         raise RuntimeError(f"waited {START_TIMEOUT:g} s for {what} ({last}):\n{self.log_tail()}")
 
+    def slot_of(self, key: str) -> int:
+        return int(self.client(self.ports[0]).execute_command("CLUSTER", "KEYSLOT", key))
+
     def primary_of_key(self, key: str) -> int:
         """The port of the primary serving ``key``'s slot."""
-        slot = int(self.client(self.ports[0]).execute_command("CLUSTER", "KEYSLOT", key))
-        for start, end, primary, *_ in self.client(self.ports[0]).execute_command(
-            "CLUSTER", "SLOTS"
-        ):
-            if start <= slot <= end:
-                return int(primary[1])
-        raise LookupError(f"no node serves slot {slot}")
+        return self.primary_of_slot(self.slot_of(key))
 
     def replica_of_key(self, key: str) -> int:
         """The pid of a replica of the primary serving ``key``'s slot."""

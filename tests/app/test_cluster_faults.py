@@ -165,3 +165,53 @@ def test_a_primary_killed_mid_load_loses_no_acknowledged_trial(
     assert rep.model.version == model["version"] == state["model_version"]
     assert_same_state(orjson.loads(rep.model.export()), state["state"])
     check_answers(rep, load.predicted, load.labelled, load.learned)
+
+
+def test_a_busy_models_slot_moves_mid_load_and_nothing_is_lost_or_doubled(
+    cluster: RedisCluster, tmp_path: Path
+) -> None:
+    """The slot of a model under load moves to another primary, a few keys at a time:
+    clients meet it half moved (ASK) and then moved (MOVED)."""
+    name = "majority"
+    prefix = "moving"
+    url = cluster.seed_url
+    with (
+        Service(tmp_path, workers=2, redis_url=url, prefix=prefix) as a,
+        Service(tmp_path, workers=2, redis_url=url, prefix=prefix) as b,
+        httpx.Client(base_url=a.url, timeout=60) as c,
+    ):
+        assert c.post("/v1/models", json=majority_model(name)).status_code == 201
+        load = RetryingLoad([a.url, b.url], name, seed=5)
+        meta = Keys(prefix, name).meta
+        slot = cluster.slot_of(meta)
+        source = cluster.primary_of_slot(slot)
+        target = next(p for p in cluster.primaries() if p != source)
+        moved: list[int] = []
+
+        async def run() -> None:
+            clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
+            await asyncio.sleep(1.5)
+            moved.append(
+                await asyncio.to_thread(cluster.migrate_slot, slot, target, batch=5, pause=0.05)
+            )
+            await asyncio.sleep(1.5)
+            load.stop.set()
+            await asyncio.gather(*clients)
+
+        asyncio.run(run())
+        assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
+        assert cluster.primary_of_slot(slot) == target and moved[0] > 0
+        model = wait_folded(c, name)
+        state = c.get(f"/v1/models/{name}/state").json()
+        for svc in (a, b):
+            with httpx.Client(base_url=svc.url, timeout=60) as h:
+                answers = from_each_worker(
+                    svc.workers, lambda h=h: h.get(f"/v1/models/{name}/state", headers=CLOSE)
+                )
+            for s in answers.values():
+                assert s.status_code == 200 and s.json() == state
+
+    rep = replay(url, prefix, name)
+    assert rep.model.version == model["version"] == state["model_version"]
+    assert_same_state(orjson.loads(rep.model.export()), state["state"])
+    check_answers(rep, load.predicted, load.labelled, load.learned)
