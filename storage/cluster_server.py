@@ -5,14 +5,16 @@ all are stopped on exit."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
+from typing import Any
 
 import redis
 from redis.cluster import ClusterNode
@@ -36,12 +38,58 @@ def free_port() -> int:
         return port
 
 
-class RedisCluster:
+class _Nodes:
+    """Redis processes on ``ports`` under ``data_dir``: waiting on them, their logs, and
+    stopping them all."""
+
+    data_dir: Path
+    processes: dict[int, subprocess.Popen[bytes]]
+
+    @property
+    def ports(self) -> list[int]:
+        raise NotImplementedError
+
+    def client(self, port: int) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+
+    def _await(self, ready: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                if ready():
+                    return
+            except (redis.RedisError, OSError) as e:
+                last = e
+            time.sleep(0.05)
+        raise RuntimeError(f"waited {START_TIMEOUT:g} s for {what} ({last}):\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 10) -> str:
+        out = []
+        for port in self.ports:
+            log = self.data_dir / str(port) / "redis.log"
+            with contextlib.suppress(OSError):
+                out += [f"{port}: {line}" for line in log.read_text().splitlines()[-lines:]]
+        return "\n".join(out)
+
+    def stop(self) -> None:
+        for p in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+        for p in self.processes.values():
+            p.wait()
+        self.processes.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RedisCluster(_Nodes):
     """``redis+cluster://`` over six nodes in ``data_dir`` (3 primaries, 3 replicas)."""
 
     def __init__(self, data_dir: Path, *, nodes: int = 6) -> None:
         self.data_dir = Path(data_dir)
-        self.ports = [free_port() for _ in range(nodes)]
+        self._ports = [free_port() for _ in range(nodes)]
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
@@ -49,8 +97,9 @@ class RedisCluster:
         """Every node as a seed: the URL still works once any of them is down."""
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
-    def client(self, port: int) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+    @property
+    def ports(self) -> list[int]:
+        return self._ports
 
     def start(self) -> RedisCluster:
         binary = find_redis_server()
@@ -58,7 +107,7 @@ class RedisCluster:
             for port in self.ports:
                 self._launch(binary, port)
             for port in self.ports:
-                self._await(lambda p=port: self.client(p).ping(), f"node {port} to answer")
+                self._await(functools.partial(self._answers, port), f"node {port} to answer")
             create = [binary.replace("redis-server", "redis-cli"), "--cluster", "create"]
             create += [f"127.0.0.1:{p}" for p in self.ports]
             create += ["--cluster-replicas", "1", "--cluster-yes"]
@@ -135,6 +184,9 @@ class RedisCluster:
                 start_new_session=True,
             )
 
+    def _answers(self, port: int) -> bool:
+        return bool(self.client(port).ping())
+
     def _healthy(self) -> bool:
         for port in self.ports:
             info = self.client(port).execute_command("CLUSTER", "INFO")
@@ -144,18 +196,6 @@ class RedisCluster:
             if role["role"] == "slave" and role.get("master_link_status") != "up":
                 return False
         return True
-
-    def _await(self, ready: object, what: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            try:
-                if ready():  # type: ignore[operator]
-                    return
-            except (redis.RedisError, OSError) as e:
-                last = e
-            time.sleep(0.05)
-        raise RuntimeError(f"waited {START_TIMEOUT:g} s for {what} ({last}):\n{self.log_tail()}")
 
     def slot_of(self, key: str) -> int:
         return int(self.client(self.ports[0]).execute_command("CLUSTER", "KEYSLOT", key))
@@ -173,32 +213,8 @@ class RedisCluster:
                 return self.processes[port].pid
         raise LookupError(f"the primary on port {primary} has no replica")
 
-    def log_tail(self, lines: int = 10) -> str:
-        out = []
-        for port in self.ports:
-            log = self.data_dir / str(port) / "redis.log"
-            with contextlib.suppress(OSError):
-                out += [f"{port}: {line}" for line in log.read_text().splitlines()[-lines:]]
-        return "\n".join(out)
-
-    def stop(self) -> None:
-        for p in self.processes.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-        for p in self.processes.values():
-            p.wait()
-        self.processes.clear()
-
     def __enter__(self) -> RedisCluster:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def sync_client(url: str) -> redis.Redis | redis.RedisCluster:
@@ -211,3 +227,98 @@ def sync_client(url: str) -> redis.Redis | redis.RedisCluster:
             seeds.append(ClusterNode(host, int(port)))
         return redis.RedisCluster(startup_nodes=seeds, socket_timeout=5)
     return redis.Redis.from_url(url)
+
+
+class LocalSentinel(_Nodes):
+    """A primary, its replica and 3 sentinels watching them (master name ``committee``),
+    on free loopback ports under ``data_dir``: ``redis+sentinel://`` for tests."""
+
+    MASTER = "committee"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.primary, self.replica = free_port(), free_port()
+        self.sentinels = [free_port() for _ in range(3)]
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.MASTER}"
+
+    def start(self) -> LocalSentinel:
+        binary = find_redis_server()
+        try:
+            for port, extra in (
+                (self.primary, []),
+                (self.replica, ["--replicaof", "127.0.0.1", str(self.primary)]),
+            ):
+                self._launch(binary, port, ["--appendonly", "yes", "--save", "", *extra])
+            for port in self.sentinels:
+                conf = self.data_dir / str(port) / "sentinel.conf"
+                conf.parent.mkdir(parents=True, exist_ok=True)
+                conf.write_text(
+                    f"port {port}\nbind 127.0.0.1\nsentinel resolve-hostnames no\n"
+                    f"sentinel monitor {self.MASTER} 127.0.0.1 {self.primary} 2\n"
+                    f"sentinel down-after-milliseconds {self.MASTER} 1000\n"
+                    f"sentinel failover-timeout {self.MASTER} 3000\n"
+                )
+                self._launch(binary, port, [], conf=conf)
+            self._await(
+                self._watched, "the sentinels to see the primary, its replica and each other"
+            )
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _launch(self, binary: str, port: int, args: list[str], conf: Path | None = None) -> None:
+        d = self.data_dir / str(port)
+        d.mkdir(parents=True, exist_ok=True)
+        command = [binary, str(conf), "--sentinel"] if conf else [binary, "--port", str(port)]
+        command += ["--dir", str(d), *args] if conf is None else ["--dir", str(d)]
+        if conf is None:
+            command += ["--bind", "127.0.0.1"]
+        with open(d / "redis.log", "ab") as log:
+            self.processes[port] = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def _watched(self) -> bool:
+        for port in self.sentinels:
+            m: Any = self.client(port).sentinel_master(self.MASTER)
+            if int(m["num-slaves"]) < 1 or int(m["num-other-sentinels"]) < 2:
+                return False
+        # and the replica has its first copy: only then can a write be confirmed
+        return bool(self.client(self.replica).info("replication")["master_link_status"] == "up")
+
+    def primary_port(self) -> int:
+        _host, port = self.client(self.sentinels[0]).execute_command(
+            "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.MASTER
+        )
+        return int(port)
+
+    def kill(self, port: int) -> None:
+        os.kill(self.processes[port].pid, signal.SIGKILL)
+
+    def wait_failover(self, old: int, timeout: float = 30.0) -> int:
+        """The new primary's port once the sentinels name another and it says so."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.RedisError, OSError):
+                port = self.primary_port()
+                if port != old and self.client(port).execute_command("ROLE")[0] == b"master":
+                    return port
+            time.sleep(0.1)
+        raise RuntimeError(f"no failover from {old} within {timeout:g} s")
+
+    @property
+    def ports(self) -> list[int]:
+        return [self.primary, self.replica, *self.sentinels]
+
+    def __enter__(self) -> LocalSentinel:
+        return self.start()

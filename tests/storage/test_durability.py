@@ -3,6 +3,7 @@ writes, and a write that no replica confirmed answered as unavailable, then appl
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import tempfile
@@ -15,10 +16,10 @@ import redis
 
 from models.core.instance import Attributes
 from storage.client import close, connect
-from storage.cluster_server import RedisCluster
+from storage.cluster_server import LocalSentinel, RedisCluster
 from storage.codec import encode_instance
-from storage.errors import StorageError
-from storage.repository import ModelStore, NotDurable
+from storage.errors import StorageError, Unavailable
+from storage.repository import LearnGroup, ModelStore, NotDurable
 from storage.server import EmbeddedRedis
 from storage.topology import parse_topology
 
@@ -138,3 +139,36 @@ async def test_a_write_no_replica_confirmed_is_unavailable_then_applied_once(
         assert (await store.read("m")).version == 1
     finally:
         await close(clients)
+
+
+async def test_through_sentinel_writes_find_the_new_primary_after_a_failover() -> None:
+    with tempfile.TemporaryDirectory(prefix="sen-") as d, LocalSentinel(Path(d)) as sentinel:
+        clients = connect(sentinel.url)
+        try:
+            store = ModelStore(clients, "s", ack="replicated", ack_timeout_ms=1000)
+            await store.check_server()
+            made = await store.create("m", CONFIG, n_classes=2, size=4, most=10)
+            x = encode_instance(Attributes([1], [1.0]))
+            group = [LearnGroup([(x, 1)])]
+            for seq in range(5):
+                await store.learn(
+                    "m", made.incarnation, seq, fold=b"", limit=0, keep_ms=1000, groups=group
+                )
+            old = sentinel.primary_port()
+            sentinel.kill(old)
+            new = await asyncio.to_thread(sentinel.wait_failover, old)
+            assert new == sentinel.replica
+            # every acknowledged learn was replicated: the new primary has all five
+            assert (await store.read("m")).version == 5
+            # the new primary has no replica: nothing can be confirmed replicated now
+            with pytest.raises(Unavailable):
+                await store.learn(
+                    "m", made.incarnation, 5, fold=b"", limit=0, keep_ms=1000, groups=group
+                )
+            applied = ModelStore(clients, "s")  # COMMITTEE_ACK=applied
+            await applied.learn(
+                "m", made.incarnation, 6, fold=b"", limit=0, keep_ms=1000, groups=group
+            )
+            assert (await applied.read("m")).version == 7
+        finally:
+            await close(clients)
