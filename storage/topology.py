@@ -90,7 +90,41 @@ def _redirect(e: ReplyError) -> tuple[str, int, str, int] | None:
     return parts[0], int(parts[1]), host, int(port)
 
 
-class ClusterConnection:
+class _Routed:
+    """Script calls and single commands over :meth:`together`, which sends commands back
+    to back to the node serving the keys (and follows it when it changes)."""
+
+    async def together(self, keys: list[Any], *commands: tuple[Any, ...]) -> list[Any]:
+        raise NotImplementedError
+
+    async def evalsha(self, sha: str, script: str, keys: list[Any], args: list[Any]) -> Any:
+        """Run a script on the primary of its keys."""
+        return (await self.script(sha, script, keys, args))[0]
+
+    async def script(
+        self,
+        sha: str,
+        script: str,
+        keys: list[Any],
+        args: list[Any],
+        after: tuple[tuple[Any, ...], ...] = (),
+    ) -> list[Any]:
+        """As :meth:`storage.resp.Connection.script`, on the primary of the keys."""
+
+        async def together(*commands: tuple[Any, ...]) -> list[Any]:
+            return await self.together(keys, *commands)
+
+        return await script_call(together, sha, script, keys, args, after)
+
+    async def call(self, *args: Any) -> Any:
+        """A command without keys, to a primary (``PING``, ``INFO``)."""
+        reply = (await self.together([], args))[0]
+        if isinstance(reply, ReplyError):
+            raise reply
+        return reply
+
+
+class ClusterConnection(_Routed):
     """Script calls to a Redis Cluster: each to the primary of its keys' slot."""
 
     def __init__(self, seeds: tuple[Address, ...], *, timeout: float = 5.0) -> None:
@@ -155,25 +189,6 @@ class ClusterConnection:
                 raise Unavailable(f"no node of the Redis Cluster serves slot {slot}")
         return self._node(a)
 
-    async def evalsha(self, sha: str, script: str, keys: list[Any], args: list[Any]) -> Any:
-        """Run a script on the primary of its keys' slot."""
-        return (await self.script(sha, script, keys, args))[0]
-
-    async def script(
-        self,
-        sha: str,
-        script: str,
-        keys: list[Any],
-        args: list[Any],
-        after: tuple[tuple[Any, ...], ...] = (),
-    ) -> list[Any]:
-        """As :meth:`storage.resp.Connection.script`, on the primary of the keys' slot."""
-
-        async def together(*commands: tuple[Any, ...]) -> list[Any]:
-            return await self.together(keys, *commands)
-
-        return await script_call(together, sha, script, keys, args, after)
-
     async def together(self, keys: list[Any], *commands: tuple[Any, ...]) -> list[Any]:
         """``commands`` back to back on the primary serving ``keys``' slot, following
         redirections; their replies (see :meth:`storage.resp.Connection.together`)."""
@@ -227,13 +242,6 @@ class ClusterConnection:
         with contextlib.suppress(Unavailable):
             await self.refresh()
 
-    async def call(self, *args: Any) -> Any:
-        """A command without keys, to any primary (``PING``, ``INFO``)."""
-        reply = (await self.together([], args))[0]
-        if isinstance(reply, ReplyError):
-            raise reply
-        return reply
-
     async def each_primary(self, *args: Any) -> list[Any]:
         """``args`` run on every primary of a freshly read slot map."""
         await self.refresh()
@@ -261,7 +269,7 @@ def _bytes(key: Any) -> bytes:
     return key if isinstance(key, bytes) else str(key).encode()
 
 
-class SentinelConnection:
+class SentinelConnection(_Routed):
     """Script calls to the primary the sentinels name, found again after a failover."""
 
     def __init__(
@@ -348,28 +356,6 @@ class SentinelConnection:
                 raise Unavailable(f"Redis primary {self.master!r} unavailable: {last}")
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.25)
-
-    async def evalsha(self, sha: str, script: str, keys: list[Any], args: list[Any]) -> Any:
-        return (await self.script(sha, script, keys, args))[0]
-
-    async def script(
-        self,
-        sha: str,
-        script: str,
-        keys: list[Any],
-        args: list[Any],
-        after: tuple[tuple[Any, ...], ...] = (),
-    ) -> list[Any]:
-        async def together(*commands: tuple[Any, ...]) -> list[Any]:
-            return await self.together(keys, *commands)
-
-        return await script_call(together, sha, script, keys, args, after)
-
-    async def call(self, *args: Any) -> Any:
-        reply = (await self.together([], args))[0]
-        if isinstance(reply, ReplyError):
-            raise reply
-        return reply
 
     async def each_primary(self, *args: Any) -> list[Any]:
         return [await self.call(*args)]

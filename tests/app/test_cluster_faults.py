@@ -151,20 +151,8 @@ def test_a_primary_killed_mid_load_loses_no_acknowledged_trial(
         assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
         assert load.retries > 0  # the failover was felt
         assert cluster.primary_of_key(Keys(prefix, name).meta) != victim
-        model = wait_folded(c, name)
-        state = c.get(f"/v1/models/{name}/state").json()
-        for svc in (a, b):  # every worker of both hosts agrees
-            with httpx.Client(base_url=svc.url, timeout=60) as h:
-                answers = from_each_worker(
-                    svc.workers, lambda h=h: h.get(f"/v1/models/{name}/state", headers=CLOSE)
-                )
-            for s in answers.values():
-                assert s.status_code == 200 and s.json() == state
-
-    rep = replay(url, prefix, name)
-    assert rep.model.version == model["version"] == state["model_version"]
-    assert_same_state(orjson.loads(rep.model.export()), state["state"])
-    check_answers(rep, load.predicted, load.labelled, load.learned)
+        state = agreed_state(c, [a, b], name)
+    check_replay(url, prefix, name, state, load)
 
 
 def test_a_busy_models_slot_moves_mid_load_and_nothing_is_lost_or_doubled(
@@ -201,17 +189,31 @@ def test_a_busy_models_slot_moves_mid_load_and_nothing_is_lost_or_doubled(
         asyncio.run(run())
         assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
         assert cluster.primary_of_slot(slot) == target and moved[0] > 0
-        model = wait_folded(c, name)
-        state = c.get(f"/v1/models/{name}/state").json()
-        for svc in (a, b):
-            with httpx.Client(base_url=svc.url, timeout=60) as h:
-                answers = from_each_worker(
-                    svc.workers, lambda h=h: h.get(f"/v1/models/{name}/state", headers=CLOSE)
-                )
-            for s in answers.values():
-                assert s.status_code == 200 and s.json() == state
+        state = agreed_state(c, [a, b], name)
+    check_replay(url, prefix, name, state, load)
 
+
+def agreed_state(c: httpx.Client, hosts: list[Service], name: str) -> dict[str, Any]:
+    """The model's state once folded, after checking every worker of every host serves
+    that same state."""
+    wait_folded(c, name)
+    state: dict[str, Any] = c.get(f"/v1/models/{name}/state").json()
+    for svc in hosts:
+        with httpx.Client(base_url=svc.url, timeout=60) as h:
+            answers = from_each_worker(
+                svc.workers, lambda h=h: h.get(f"/v1/models/{name}/state", headers=CLOSE)
+            )
+        for s in answers.values():
+            assert s.status_code == 200 and s.json() == state
+    return state
+
+
+def check_replay(
+    url: str, prefix: str, name: str, state: dict[str, Any], load: RetryingLoad
+) -> None:
+    """A fresh replay of the log gives the served state, and holds every acknowledged
+    trial exactly once, as it was answered."""
     rep = replay(url, prefix, name)
-    assert rep.model.version == model["version"] == state["model_version"]
+    assert rep.model.version == state["model_version"]
     assert_same_state(orjson.loads(rep.model.export()), state["state"])
     check_answers(rep, load.predicted, load.labelled, load.learned)
