@@ -34,7 +34,7 @@ from storage.keys import Keys
 pytestmark = pytest.mark.cluster
 CLIENTS = 8
 CLOSE = {"Connection": "close"}
-REPLICATED = {"COMMITTEE_ACK": "replicated", "COMMITTEE_ACK_TIMEOUT_MS": "2000"}
+REPLICATED = {"COMMITTEE_ACK": "replicated", "COMMITTEE_ACK_TIMEOUT_MS": "5000"}
 
 
 @pytest.fixture
