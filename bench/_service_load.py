@@ -50,6 +50,10 @@ class Plan:
     watch: dict[str, int] = field(default_factory=dict)  # name -> pid, CPU read in window
     reject: bytes | None = None  # a 200 answer containing this counts as an error
     headers: dict[str, str] = field(default_factory=dict)  # sent with every request
+    # spread over several servers and paths: client k connects to ``ports[k % len]``, and
+    # request i goes to ``paths[i % len]`` (empty: ``port`` and ``path`` alone)
+    ports: list[int] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -107,7 +111,8 @@ class _Load:
         self.last = self.window[0]
         self.cpu: dict[str, float] = {}
 
-    def next_body(self) -> bytes | None:
+    def next_body(self) -> tuple[str, bytes] | None:
+        """The next request's path and body (None: the window is over or the bodies ran out)."""
         if time.perf_counter() >= self.window[1]:
             return None
         body = next(self.source, None)
@@ -118,7 +123,8 @@ class _Load:
         self.issued = i + 1
         if self.plan.id_prefix is not None:
             body = body.replace(ID, f"{self.plan.id_prefix}{i}".encode())
-        return body
+        paths = self.plan.paths
+        return (paths[i % len(paths)] if paths else self.plan.path), body
 
     def done(self, sent: float, status: int, data: bytes) -> None:
         now = time.perf_counter()
@@ -167,16 +173,22 @@ class _Load:
         )
 
 
-async def _raw_client(load: _Load) -> None:
+async def _raw_client(load: _Load, k: int) -> None:
     plan = load.plan
-    reader, writer = await asyncio.open_connection("127.0.0.1", plan.port)
-    extra = "".join(f"{k}: {v}\r\n" for k, v in plan.headers.items())
-    head = (
-        f"POST {plan.path} HTTP/1.1\r\nhost: 127.0.0.1:{plan.port}\r\n{extra}"
+    port = plan.ports[k % len(plan.ports)] if plan.ports else plan.port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    extra = "".join(f"{name}: {v}\r\n" for name, v in plan.headers.items())
+    rest = (
+        f" HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{extra}"
         "content-type: application/json\r\ncontent-length: "
     ).encode()
+    heads: dict[str, bytes] = {}
     try:
-        while (body := load.next_body()) is not None:
+        while (request := load.next_body()) is not None:
+            path, body = request
+            head = heads.get(path)
+            if head is None:
+                head = heads[path] = b"POST " + path.encode() + rest
             sent = time.perf_counter()
             writer.write(b"%s%d\r\n\r\n%s" % (head, len(body), body))
             await writer.drain()
@@ -193,9 +205,10 @@ async def _raw_client(load: _Load) -> None:
 
 async def _httpx_client(load: _Load, client: httpx.AsyncClient) -> None:
     headers = {**load.plan.headers, "content-type": "application/json"}
-    while (body := load.next_body()) is not None:
+    while (request := load.next_body()) is not None:
+        path, body = request
         sent = time.perf_counter()
-        r = await client.post(load.plan.path, content=body, headers=headers)
+        r = await client.post(path, content=body, headers=headers)
         load.done(sent, r.status_code, r.content)
 
 
@@ -203,8 +216,10 @@ async def _run(plan: Plan) -> Result:
     load = _Load(plan)
     watcher = asyncio.ensure_future(load.watch_cpu())
     if plan.client == "raw":
-        await asyncio.gather(*(_raw_client(load) for _ in range(plan.concurrency)))
+        await asyncio.gather(*(_raw_client(load, k) for k in range(plan.concurrency)))
     elif plan.client == "httpx":
+        if len(plan.ports) > 1:
+            raise ValueError("the httpx client drives one server: give ports to the raw client")
         limits = httpx.Limits(
             max_connections=plan.concurrency, max_keepalive_connections=plan.concurrency
         )

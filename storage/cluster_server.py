@@ -231,14 +231,15 @@ def sync_client(url: str) -> redis.Redis | redis.RedisCluster:
 
 class LocalSentinel(_Nodes):
     """A primary, its replica and 3 sentinels watching them (master name ``committee``),
-    on free loopback ports under ``data_dir``: ``redis+sentinel://`` for tests."""
+    on free loopback ports under ``data_dir``: ``redis+sentinel://`` for tests. With
+    ``sentinels=0``, a replicated single node addressed as ``redis://`` (:attr:`primary`)."""
 
     MASTER = "committee"
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *, sentinels: int = 3) -> None:
         self.data_dir = Path(data_dir)
         self.primary, self.replica = free_port(), free_port()
-        self.sentinels = [free_port() for _ in range(3)]
+        self.sentinels = [free_port() for _ in range(sentinels)]
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
@@ -264,9 +265,7 @@ class LocalSentinel(_Nodes):
                     f"sentinel failover-timeout {self.MASTER} 3000\n"
                 )
                 self._launch(binary, port, [], conf=conf)
-            self._await(
-                self._watched, "the sentinels to see the primary, its replica and each other"
-            )
+            self._await(self._watched, "the replica's first copy and the sentinels' watch")
         except BaseException:
             self.stop()
             raise
@@ -291,7 +290,7 @@ class LocalSentinel(_Nodes):
     def _watched(self) -> bool:
         for port in self.sentinels:
             m: Any = self.client(port).sentinel_master(self.MASTER)
-            if int(m["num-slaves"]) < 1 or int(m["num-other-sentinels"]) < 2:
+            if int(m["num-slaves"]) < 1 or int(m["num-other-sentinels"]) < len(self.sentinels) - 1:
                 return False
         # and the replica has its first copy: only then can a write be confirmed
         return bool(self.client(self.replica).info("replication")["master_link_status"] == "up")
