@@ -26,7 +26,7 @@ from models.core.params import InvalidParameter
 from models.core.state import InvalidState
 from models.inputs.space import InputSpace
 from models.registry import build, kind_of
-from storage.codec import decode_entry, fold_id
+from storage.codec import decode_entry, entry_stamp, fold_id
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync
 
@@ -114,6 +114,7 @@ class LiveModel:
         version: int = 0,
         folded: int = 0,
         state: bytes | None = None,
+        stamp: str = "",
         snapshot_every: int = 10_000,
         limits: Limits | None = None,
     ) -> None:
@@ -132,6 +133,9 @@ class LiveModel:
         self.ttl_ms = int(config["label_ttl"] * 1000)
         self.max_active: int | None = config.get("max_active")
         self.version = version
+        # the stamp of the log entry at ``version`` ("" unknown): each script call shows it,
+        # and one finds out so if the log there is no longer what this worker applied
+        self.stamp = stamp
         self.snapshot_version = version
         # larger models snapshot less often, so snapshots cost O(1) per trial amortised
         self.snapshot_every = max(snapshot_every, self.size * self.k // 16)
@@ -207,13 +211,16 @@ class LiveModel:
             if seq != self.version + 1:
                 raise LogGap(f"model {self.name!r}: log entry {seq} after {self.version}")
             try:
+                stamp = entry_stamp(fields)
                 e = decode_entry(entry_id, fields, self.size, self.k)
             except CorruptData as exc:
                 self._quarantine(seq, exc)
+                self.stamp = ""  # unknown: the next call is not checked against it
                 continue
             if e.x is None:
                 raise StateReplaced(f"model {self.name!r}: state replaced at version {seq}")
             self._replay(e.seq, e.x, e.y, e.predicted, e.trial_id)
+            self.stamp = stamp
         self.synced_at = time.monotonic()
 
     def _quarantine(self, seq: int, exc: Exception) -> None:
@@ -225,12 +232,16 @@ class LiveModel:
         self._record(seq, 0, -1, QUARANTINED, "")
 
     def apply_own(
-        self, first: int, items: Iterable[tuple[Attributes | Experts, int]], key: str = ""
+        self,
+        first: int,
+        items: Iterable[tuple[Attributes | Experts, int]],
+        key: str = "",
+        stamp: str = "",
     ) -> None:
         """Replay learn entries this worker appended from ``first`` on, from the
         instances it encoded rather than from their copies in Redis. ``key`` is the
         idempotency key they were appended under, if any (see
-        :func:`storage.codec.fold_id`)."""
+        :func:`storage.codec.fold_id`), ``stamp`` the stamp of the call that did."""
         todo = list(items)
         if self.version >= first:  # some were applied already
             todo = todo[self.version + 1 - first :]
@@ -246,6 +257,7 @@ class LiveModel:
                 done += 1
             first += done
             todo = todo[done:]
+            self.stamp = stamp
 
     def _replay_compiled(
         self, first: int, todo: list[tuple[Attributes | Experts, int]], tag: str

@@ -118,7 +118,7 @@ class Replicas:
             await self.warmup.wait()
         stored = await self.store.read(name)
         snap = await self.store.read_snapshot(name)
-        version, state = snap if snap is not None else (0, None)
+        version, state, stamp = snap if snap is not None else (0, None, "")
         try:
             m = await asyncio.to_thread(
                 LiveModel,
@@ -128,12 +128,13 @@ class Replicas:
                 version=version,
                 folded=stored.folded,
                 state=state,
+                stamp=stamp,
                 snapshot_every=self.settings.snapshot_every,
                 limits=self.limits,
             )
         except (BadInput, KeyError, TypeError) as e:
             raise CorruptData(f"model {name!r}: stored config is invalid: {e}") from None
-        sync = await self.store.sync(name, m.incarnation, m.version, b"", LIMIT)
+        sync = await self.store.sync(name, m.incarnation, m.version, b"", LIMIT, seen=m.stamp)
         await asyncio.to_thread(m.apply, sync.entries)
         await self._read_log(m, sync.version, off_loop=True)
         m.acknowledge(sync)
@@ -176,7 +177,7 @@ class Replicas:
             for first, items, key in own or ():
                 await self._read_log(m, first - 1)
                 await m.thawed()
-                m.apply_own(first, items, key)
+                m.apply_own(first, items, key, sync.stamp)
             await self._read_log(m, sync.version)
         except StateReplaced:
             self.drop(m)
@@ -202,7 +203,9 @@ class Replicas:
 
     async def sync(self, m: LiveModel) -> LiveModel:
         """Fold this worker's outcomes and replay what the log holds beyond ``m``."""
-        sync = await self.store.sync(m.name, m.incarnation, m.version, m.fold_payload(), LIMIT)
+        sync = await self.store.sync(
+            m.name, m.incarnation, m.version, m.fold_payload(), LIMIT, seen=m.stamp
+        )
         return await self.catch_up(m, sync)
 
     # -- background work ----------------------------------------------------------------
@@ -279,11 +282,17 @@ class Replicas:
     async def _snapshot(self, m: LiveModel) -> None:
         try:
             async with m.frozen():  # exported off the event loop, unchanged meanwhile
-                version, state = m.version, await asyncio.to_thread(m.export)
+                # the outcomes to fold stop at the state's version too: the script checks
+                # both against the stamp of the log entry there
+                version, stamp, fold = m.version, m.stamp, m.fold_payload()
+                state = await asyncio.to_thread(m.export)
             if await self.store.save_snapshot(
-                m.name, m.incarnation, version, state, m.fold_payload(), self.settings.log_retain
+                m.name, m.incarnation, version, state, fold, self.settings.log_retain, seen=stamp
             ):
                 m.snapshot_version = version
+        except LogGap:  # this copy learned from entries the log no longer holds
+            log.warning("model %s: the log changed under this worker's copy; reloading", m.name)
+            self.drop(m)
         except Exception as e:  # the next interval tries again
             log.warning("snapshot of model %s failed: %s", m.name, e)
 

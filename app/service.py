@@ -179,6 +179,7 @@ class ModelService:
                 LIMIT,
                 idem=idem,
                 keep_ms=m.ttl_ms,
+                seen=m.stamp,
             )
             if sync is None:
                 self.replicas.drop(m)

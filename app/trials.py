@@ -113,7 +113,7 @@ class TrialCalls:
             out = [x if isinstance(x, BadInput) else {} for x in instances]
             if not todo:
                 return out
-            known = m.version
+            known, seen = m.version, m.stamp
             made = [m.predict(x) for _, x in todo]
             sent = [
                 (ids[i], enc, c, s.astype("<f8").tobytes())
@@ -130,6 +130,7 @@ class TrialCalls:
                     limit=TRIAL_LIMIT,
                     most_pending=self.settings.max_pending,
                     items=sent,
+                    seen=seen,
                 )
             except (ModelNotFound, LogGap):
                 self.replicas.drop(m)
@@ -195,6 +196,7 @@ class TrialCalls:
                 fold=m.fold_payload(),
                 limit=TRIAL_LIMIT,
                 items=[(t, y) for _, t, y in todo],
+                seen=m.stamp,
             )
             return out, todo, got
 
@@ -281,6 +283,7 @@ class TrialCalls:
                 limit=TRIAL_LIMIT,
                 keep_ms=m.ttl_ms,
                 groups=groups,
+                seen=m.stamp,
             )
             return outs, todos, got
 

@@ -8,6 +8,7 @@ sub-experts. Everything read back is validated as strictly as user input and rai
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -20,8 +21,10 @@ __all__ = [
     "decode_entry",
     "decode_instance",
     "encode_instance",
+    "entry_stamp",
     "fold_id",
     "parse_int",
+    "valid_stamp",
 ]
 
 _I4 = np.dtype("<i4")
@@ -89,6 +92,27 @@ def parse_int(value: object, what: str, low: int = 0, high: int | None = None) -
     if n < low or (high is not None and n > high):
         raise CorruptData(f"{what} is {n}: expected {low}..{high}")
     return n
+
+
+_STAMP = re.compile(rb"[0-9a-f]{1,40}")
+
+
+def valid_stamp(value: object, what: str) -> str:
+    """A write's stamp as stored (lower-case hex, see :func:`storage.repository.new_stamp`);
+    "" for none (written before stamps were kept)."""
+    if value is None or value == b"":
+        return ""
+    if not isinstance(value, bytes) or not _STAMP.fullmatch(value):
+        raise CorruptData(f"{what}: its stamp {value!r} is not one the service writes")
+    return value.decode("ascii")
+
+
+def entry_stamp(fields: list[bytes]) -> str:
+    """The stamp of a stream entry (its flat field list, as XRANGE returns it)."""
+    for i in range(len(fields) - 2, -1, -2):  # the stamp is written last
+        if fields[i] == b"w":
+            return valid_stamp(fields[i + 1], "a log entry")
+    return ""
 
 
 class LogEntry(NamedTuple):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import re
 import secrets
 import time
@@ -21,7 +22,7 @@ from redis import exceptions as rex
 
 from storage import scripts, scripts_models
 from storage.client import Clients
-from storage.codec import parse_int
+from storage.codec import parse_int, valid_stamp
 from storage.errors import (
     REDIS_DOWN,
     Conflict,
@@ -54,6 +55,8 @@ __all__ = [
     "Statistics",
     "StoredModel",
     "Sync",
+    "new_stamp",
+    "position",
 ]
 
 RawEntry = tuple[bytes, list[bytes]]
@@ -71,11 +74,33 @@ class LogGap(StorageError):
 @dataclass(frozen=True, slots=True)
 class Sync:
     """The model's log as a script saw it: its version, how far outcomes are folded,
-    and the entries after the caller's known version (at most the limit asked for)."""
+    and the entries after the caller's known version (at most the limit asked for).
+    ``stamp`` marks the entries the call appended (see :func:`new_stamp`)."""
 
     version: int
     folded: int
     entries: list[RawEntry]
+    stamp: str = ""
+
+
+# Each write call marks the log entries it appends with a stamp unique to it (field
+# ``w``). A worker remembers the stamp of the last entry it applied and shows it with its
+# version; a script finds out so that the log at that version is no longer what the
+# worker applied (a failover lost entries, and others took their places) and asks the
+# worker to reload instead of going on diverged.
+_STAMP_PREFIX = secrets.token_hex(6)
+_stamps = itertools.count()
+
+
+def new_stamp() -> str:
+    """A stamp no other call of any process uses: a random prefix per process and a count."""
+    return f"{_STAMP_PREFIX}{next(_stamps):x}"
+
+
+def position(known: int, seen: str, stamp: str = "") -> str:
+    """The scripts' ``ARGV[2]``: the caller's version, the stamp of its entry there, and
+    the stamp for what the call appends."""
+    return f"{known}/{seen}/{stamp}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -630,15 +655,19 @@ class ModelStore:
         keys = self.keys(name).for_trials(incarnation)
         await self._run("SUMMARY", name, keys, [incarnation, version, doc])
 
-    async def read_snapshot(self, name: str) -> tuple[int, bytes] | None:
+    async def read_snapshot(self, name: str) -> tuple[int, bytes, str] | None:
+        """(version, state, the stamp of the log entry at that version) of the model's
+        snapshot; None when it has none."""
         async with _redis_errors():
-            got: list[Any] = await self.client.hmget(self.keys(name).snapshot, "version", "state")
-        version, state = got
+            got: list[Any] = await self.client.hmget(
+                self.keys(name).snapshot, "version", "state", "w"
+            )
+        version, state, stamp = got
         if version is None:
             return None
         if not isinstance(state, bytes):
             raise CorruptData(f"model {name!r}: snapshot without state")
-        return _int(version, "snapshot version"), state
+        return _int(version, "snapshot version"), state, valid_stamp(stamp, "snapshot")
 
     async def read_outcome(self, name: str, incarnation: str, trial_id: str) -> int | None:
         """The folded outcome of labelling ``trial_id`` (see :mod:`storage.scripts`: 0..3),
@@ -666,14 +695,18 @@ class ModelStore:
     # -- trials -----------------------------------------------------------------------
 
     @staticmethod
-    def _sync(reply: list[Any]) -> Sync:
+    def _sync(reply: list[Any], stamp: str = "") -> Sync:
         entries = reply[3]
-        return Sync(_int(reply[1], "version"), _int(reply[2], "folded"), list(entries))
+        return Sync(_int(reply[1], "version"), _int(reply[2], "folded"), list(entries), stamp)
 
-    async def sync(self, name: str, incarnation: str, known: int, fold: bytes, limit: int) -> Sync:
+    async def sync(
+        self, name: str, incarnation: str, known: int, fold: bytes, limit: int, *, seen: str = ""
+    ) -> Sync:
+        """Fold, and read the log after ``known`` (``seen``: the stamp of the caller's
+        entry at ``known``, checked; every call below takes it alike)."""
         keys = self.keys(name).for_trials(incarnation)
-        reply = await self._run("SYNC", name, keys, [incarnation, known, fold, limit])
-        return self._sync(reply)
+        args = [incarnation, position(known, seen), fold, limit]
+        return self._sync(await self._run("SYNC", name, keys, args))
 
     async def predict(
         self,
@@ -687,6 +720,7 @@ class ModelStore:
         limit: int,
         most_pending: int,
         items: Sequence[tuple[str, bytes, int, bytes]],
+        seen: str = "",
     ) -> tuple[Sync, list[PredictResult] | None]:
         """Store pending predictions made at version ``known``.
 
@@ -694,7 +728,8 @@ class ModelStore:
         up with the returned entries, predict again and retry.
         """
         k = self.keys(name)
-        args: list[Any] = [incarnation, known, "1" if strict else "0", ttl_ms, fold, limit]
+        args: list[Any] = [incarnation, position(known, seen), "1" if strict else "0", ttl_ms]
+        args += [fold, limit]
         args.append(most_pending)
         for trial_id, x, p, s in items:
             args += [trial_id, x, p, s]
@@ -722,9 +757,11 @@ class ModelStore:
         fold: bytes,
         limit: int,
         items: Sequence[tuple[str, int]],
+        seen: str = "",
     ) -> tuple[Sync, list[LabelResult]]:
         k = self.keys(name)
-        args: list[Any] = [incarnation, known, fold, limit]
+        stamp = new_stamp()
+        args: list[Any] = [incarnation, position(known, seen, stamp), fold, limit]
         for trial_id, y in items:
             args += [trial_id, y]
         trials = [k.trial(incarnation, t[0]) for t in items]
@@ -741,7 +778,7 @@ class ModelStore:
                 out.append(LabelResult("conflict", label=_int(r[1], "label")))
             else:
                 out.append(LabelResult(status))
-        return self._sync(reply), out
+        return self._sync(reply, stamp), out
 
     async def learn(
         self,
@@ -753,6 +790,7 @@ class ModelStore:
         limit: int,
         keep_ms: int,
         groups: Sequence[LearnGroup],
+        seen: str = "",
     ) -> tuple[Sync, list[LearnResult]]:
         """Append trials with known labels, each group at most once per idempotency key.
 
@@ -760,7 +798,8 @@ class ModelStore:
         own items."""
         k = self.keys(name)
         keys = k.for_trials(incarnation)
-        args: list[Any] = [incarnation, known, fold, limit, keep_ms]
+        stamp = new_stamp()
+        args: list[Any] = [incarnation, position(known, seen, stamp), fold, limit, keep_ms]
         for g in groups:
             if g.idem is not None:
                 keys.append(k.idem(g.idem.key))
@@ -779,15 +818,26 @@ class ModelStore:
                 out.append(LearnResult("repeat", first, count, _text(r[3]), r[4] or b""))
             else:
                 out.append(LearnResult("mismatch"))
-        return self._sync(reply), out
+        return self._sync(reply, stamp), out
 
     async def save_snapshot(
-        self, name: str, incarnation: str, version: int, state: bytes, fold: bytes, retain: int
+        self,
+        name: str,
+        incarnation: str,
+        version: int,
+        state: bytes,
+        fold: bytes,
+        retain: int,
+        *,
+        seen: str = "",
     ) -> bool:
         """Keep ``state`` as the model at ``version`` if newer; False if outcomes up to
-        ``version`` are not folded yet."""
+        ``version`` are not folded yet. ``fold`` holds outcomes up to ``version`` at most,
+        and ``seen`` is the stamp of the entry there: a state learned from entries the
+        log no longer holds raises :class:`LogGap` and is not kept."""
         keys = self.keys(name).for_trials(incarnation)
-        reply = await self._run("SNAPSHOT", name, keys, [incarnation, version, state, fold, retain])
+        args = [incarnation, position(version, seen), state, fold, retain]
+        reply = await self._run("SNAPSHOT", name, keys, args)
         return bool(reply[0] == b"ok")
 
     async def import_state(
@@ -801,13 +851,15 @@ class ModelStore:
         *,
         idem: Idempotency | None = None,
         keep_ms: int = 86_400_000,
+        seen: str = "",
     ) -> tuple[Sync | None, int]:
         """Replace the learner state after version ``known``; returns (None, its seq), or
         (the sync to catch up with, -1) when ``known`` is not current and fully folded.
         A retry with ``idem`` returns the first request's seq."""
         k = self.keys(name)
         keys = [*k.for_trials(incarnation), k.idem(idem.key) if idem else k.meta]
-        args = [incarnation, known, state, fold, limit, idem.digest if idem else "", keep_ms]
+        args = [incarnation, position(known, seen, new_stamp()), state, fold, limit]
+        args += [idem.digest if idem else "", keep_ms]
         reply = await self._run("IMPORT", name, keys, args)
         if reply[0] == b"stale":
             return self._sync(reply), -1

@@ -56,6 +56,23 @@ PRELUDE = f"""
 local meta, trial_prefix, idem_prefix = KEYS[1], KEYS[9], KEYS[10]
 local WINDOW_STEP, WINDOW_POINTS = {WINDOW_STEP}, {WINDOW_POINTS}
 
+-- ARGV[2], where the caller stands: '<version>/<stamp of that entry>/<stamp for the
+-- entries this call appends>', or a bare version
+local function position(arg)
+  local v, seen, stamp = string.match(arg, '^(%d+)/([^/]*)/([^/]*)$')
+  if v then return tonumber(v), seen, stamp end
+  return tonumber(arg), '', ''
+end
+local known, seen, stamp = position(ARGV[2])
+
+-- the stamp of a log entry (XRANGE's flat field list); '' for an entry without one
+local function stamp_of(fields)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'w' then return fields[i + 1] end
+  end
+  return ''
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -127,12 +144,24 @@ local function fold(payload)
   if refused > 0 then redis.call('HINCRBY', meta, 'refused', refused) end
 end
 
--- whether the log still holds every entry after known
-local function reachable(known, version)
+-- whether the log still holds every entry after known and, when the caller gives the
+-- stamp of its entry at known, whether that entry is the one the caller applied (a
+-- failover that lost entries a worker had applied may be followed by others at the same
+-- places: the versions agree, the stamps do not). Stamps are unique per write, and a
+-- replica holds a prefix of its primary's log, so a matching entry vouches for all
+-- before it.
+local function reachable(version)
   if version < known then return false end
-  if version == known then return true end
-  local first = redis.call('XRANGE', KEYS[2], (known + 1) .. '-0', '+', 'COUNT', 1)
-  return #first == 1 and first[1][1] == (known + 1) .. '-0'
+  if seen == '' or known == 0 then
+    if version == known then return true end
+    local first = redis.call('XRANGE', KEYS[2], (known + 1) .. '-0', '+', 'COUNT', 1)
+    return #first == 1 and first[1][1] == (known + 1) .. '-0'
+  end
+  local got = redis.call('XRANGE', KEYS[2], known .. '-0', '+', 'COUNT', 2)
+  if #got == 0 or got[1][1] ~= known .. '-0' or stamp_of(got[1][2]) ~= seen then
+    return false
+  end
+  return version == known or (#got == 2 and got[2][1] == (known + 1) .. '-0')
 end
 
 -- the entries after known, up to upto, at most limit of them
@@ -180,9 +209,9 @@ SYNC = (
     + """
 -- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit
 -- Reply: {'ok', version, folded, entries} | {'reload'} | {'gone'}
+local version = num(meta, 'version')
+if not reachable(version) then return {'reload'} end
 fold(ARGV[3])
-local version, known = num(meta, 'version'), tonumber(ARGV[2])
-if not reachable(known, version) then return {'reload'} end
 return {'ok', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[4]))}
 """
 )
@@ -198,9 +227,9 @@ PREDICT = (
 -- {'existing', p, scores, v} (same instance already pending under that id), {'conflict'},
 -- {'full'} (the model holds the most pending trials) or {'invalid'} (not this model's);
 -- {'stale', version, folded, entries} when strict and known is not current
+local version = num(meta, 'version')
+if not reachable(version) then return {'reload'} end
 fold(ARGV[5])
-local version, known = num(meta, 'version'), tonumber(ARGV[2])
-if not reachable(known, version) then return {'reload'} end
 local entries = catchup(known, version, tonumber(ARGV[6]))
 if ARGV[3] == '1' and version ~= known then
   return {'stale', version, num(meta, 'folded'), entries}
@@ -254,9 +283,9 @@ LABEL = (
 -- as log entry seq), {'repeat', p, seq, u} (this label was applied before; u may be ''
 -- while not yet folded), {'conflict', y} (labelled otherwise), {'expired'}, {'unknown'},
 -- {'invalid'} (not a class of this model)
+local version = num(meta, 'version')
+if not reachable(version) then return {'reload'} end
 fold(ARGV[3])
-local version, known = num(meta, 'version'), tonumber(ARGV[2])
-if not reachable(known, version) then return {'reload'} end
 local now = now_ms()
 sweep(now)
 local results, applied = {}, 0
@@ -280,7 +309,7 @@ for i = 5, #ARGV, 2 do
   else
     version = version + 1
     redis.call('XADD', KEYS[2], version .. '-0', 'k', 'l', 't', id, 'x', r[1], 'y', y,
-               'p', r[2])
+               'p', r[2], 'w', stamp)
     redis.call('HSET', key, 'y', y, 'q', version)
     redis.call('HDEL', key, 'x', 's')
     redis.call('ZREM', KEYS[4], id)
@@ -308,9 +337,9 @@ LEARN = (
 -- {'repeat', first seq, n, incarnation, answer or ''} (the key was used for this body
 -- before) or {'mismatch'} (the key was used for another body); {'invalid', group, item}
 -- (an item is not this model's: nothing written)
+local version = num(meta, 'version')
+if not reachable(version) then return {'reload'} end
 fold(ARGV[3])
-local version, known = num(meta, 'version'), tonumber(ARGV[2])
-if not reachable(known, version) then return {'reload'} end
 local groups, i, g, keyed = {}, 6, 0, 0
 while i <= #ARGV do
   g = g + 1
@@ -344,10 +373,10 @@ for gi, grp in ipairs(groups) do
       version = version + 1
       if grp.rec then
         redis.call('XADD', KEYS[2], version .. '-0', 'k', 'n', 'x', ARGV[grp.at + 2 * j],
-                   'y', ARGV[grp.at + 1 + 2 * j], 'i', grp.key)
+                   'y', ARGV[grp.at + 1 + 2 * j], 'i', grp.key, 'w', stamp)
       else
         redis.call('XADD', KEYS[2], version .. '-0', 'k', 'n', 'x', ARGV[grp.at + 2 * j],
-                   'y', ARGV[grp.at + 1 + 2 * j])
+                   'y', ARGV[grp.at + 1 + 2 * j], 'w', stamp)
       end
     end
     if grp.rec then

@@ -175,19 +175,28 @@ SNAPSHOT = (
     PRELUDE
     + """
 -- KEYS: 1-10 those of every trial script (storage.scripts)
--- ARGV: 1 incarnation, 2 version of the state, 3 state, 4 fold, 5 log entries to keep
--- Reply: {'ok', snapshot version} | {'unfolded'} (fold up to the version first)
+-- ARGV: 1 incarnation, 2 the state's position (version and the stamp of its entry, as
+-- the trial scripts take it), 3 state, 4 fold (outcomes up to that version at most),
+-- 5 log entries to keep
+-- Reply: {'ok', snapshot version} | {'unfolded'} (fold up to the version first) |
+-- {'reload'} (the log at that version is not what the state was learned from)
 -- Keeps the newer snapshot and trims the log to what follows it, but never below the
--- last ARGV[5] entries.
-fold(ARGV[4])
-local v = tonumber(ARGV[2])
-if num(meta, 'folded') < v then return {'unfolded'} end
+-- last ARGV[5] entries; the snapshot's own entry stays, so that a worker standing there
+-- can still show its stamp.
+local v = known
 local cur = tonumber(redis.call('HGET', KEYS[3], 'version') or '-1')
+if seen ~= '' and v > 0 then
+  local e = redis.call('XRANGE', KEYS[2], v .. '-0', v .. '-0')
+  if #e == 0 and v <= cur then return {'ok', cur} end  -- trimmed under a newer snapshot
+  if #e == 0 or stamp_of(e[1][2]) ~= seen then return {'reload'} end
+end
+fold(ARGV[4])
+if num(meta, 'folded') < v then return {'unfolded'} end
 if v > cur then
-  redis.call('HSET', KEYS[3], 'version', v, 'state', ARGV[3])
+  redis.call('HSET', KEYS[3], 'version', v, 'state', ARGV[3], 'w', seen)
   cur = v
 end
-local keep = math.min(cur + 1, num(meta, 'version') - tonumber(ARGV[5]) + 1)
+local keep = math.min(cur, num(meta, 'version') - tonumber(ARGV[5]) + 1)
 if keep > 1 then redis.call('XTRIM', KEYS[2], 'MINID', keep .. '-0') end
 return {'ok', cur}
 """
@@ -211,15 +220,15 @@ if ARGV[6] ~= '' then
     return {'mismatch'}
   end
 end
+local version = num(meta, 'version')
+if not reachable(version) then return {'reload'} end
 fold(ARGV[4])
-local version, known = num(meta, 'version'), tonumber(ARGV[2])
-if not reachable(known, version) then return {'reload'} end
 if version ~= known or num(meta, 'folded') < known then
   return {'stale', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[5]))}
 end
 version = version + 1
-redis.call('XADD', KEYS[2], version .. '-0', 'k', 'r')
-redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3])
+redis.call('XADD', KEYS[2], version .. '-0', 'k', 'r', 'w', stamp)
+redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3], 'w', stamp)
 redis.call('HSET', meta, 'version', version, 'folded', version)
 redis.call('HINCRBY', meta, 'imports', 1)
 if ARGV[6] ~= '' then

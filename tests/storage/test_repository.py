@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from models.core.instance import Attributes, Experts
-from storage.codec import decode_entry, decode_instance, encode_instance
+from storage.codec import decode_entry, decode_instance, encode_instance, entry_stamp
 from storage.errors import Conflict, CorruptData, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Sync
 
@@ -175,14 +175,112 @@ async def test_snapshot_trims_the_log_and_old_readers_reload(store: ModelStore) 
     assert not await store.save_snapshot("m", inc, 6, b"{}", b"", 2)  # not folded yet
     done = fold(1, [(0, 0, 0, "")] * 6)
     assert await store.save_snapshot("m", inc, 6, b'{"s": 6}', done, 2)
-    assert await store.read_snapshot("m") == (6, b'{"s": 6}')
-    assert [e[0] for e in await store.read_log("m", 0, 100)] == [b"7-0", b"8-0", b"9-0", b"10-0"]
+    assert await store.read_snapshot("m") == (6, b'{"s": 6}', "")
+    # the snapshot's own entry stays: a worker there can still show its stamp
+    kept = [b"6-0", b"7-0", b"8-0", b"9-0", b"10-0"]
+    assert [e[0] for e in await store.read_log("m", 0, 100)] == kept
     assert await store.save_snapshot("m", inc, 5, b"older", b"", 2)
-    assert await store.read_snapshot("m") == (6, b'{"s": 6}')  # the newer one stays
+    assert await store.read_snapshot("m") == (6, b'{"s": 6}', "")  # the newer one stays
     with pytest.raises(LogGap):
         await store.sync("m", inc, 3, b"", 10)
     sync = await store.sync("m", inc, 6, b"", 10)
-    assert [e[0] for e in sync.entries] == [b"7-0", b"8-0", b"9-0", b"10-0"]
+    assert [e[0] for e in sync.entries] == kept[1:]
+
+
+async def stamped_learn(store: ModelStore, inc: str, known: int, seen: str, n: int) -> Sync:
+    sync, results = await store.learn(
+        "m",
+        inc,
+        known,
+        fold=b"",
+        limit=0,
+        keep_ms=60_000,
+        groups=[LearnGroup([(x_bytes(i), i % 2) for i in range(n)])],
+        seen=seen,
+    )
+    assert [r.status for r in results] == ["ok"]
+    return sync
+
+
+async def lose_after(store: ModelStore, version: int) -> None:
+    """What a failover to a replica that lagged does to a model: its log and version
+    go back to ``version`` (its meta otherwise as it was)."""
+    k = store.keys("m")
+    kept = await store.client.xrange(k.log, "-", f"{version}-0")
+    await store.client.delete(k.log)  # (XDEL would leave the stream's last id behind)
+    for entry_id, fields in kept:
+        await store.client.xadd(k.log, fields, id=entry_id)
+    await store.client.hset(k.meta, mapping={"version": version, "folded": version})
+
+
+async def test_each_write_stamps_its_entries_and_a_worker_shows_the_stamp_it_applied(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    first = await stamped_learn(store, inc, 0, "", 3)
+    entries = await store.read_log("m", 0, 10)
+    assert [entry_stamp(f) for _, f in entries] == [first.stamp] * 3
+    second = await stamped_learn(store, inc, 3, first.stamp, 2)
+    assert second.stamp not in ("", first.stamp)
+    assert (await store.sync("m", inc, 5, b"", 10, seen=second.stamp)).version == 5
+    # behind, with the stamp of the entry it stands at: its catch-up comes back
+    sync = await store.sync("m", inc, 3, b"", 10, seen=first.stamp)
+    assert [e[0] for e in sync.entries] == [b"4-0", b"5-0"]
+    with pytest.raises(LogGap):  # a stamp that is not the log's at that version
+        await store.sync("m", inc, 3, b"", 10, seen=second.stamp)
+    # a snapshot keeps the stamp of its entry, and a worker loading it starts from there
+    assert await store.save_snapshot(
+        "m", inc, 5, b"{}", fold(1, [(0, 0, 0, "")] * 5), 10, seen=second.stamp
+    )
+    assert await store.read_snapshot("m") == (5, b"{}", second.stamp)
+
+
+async def test_a_worker_that_applied_entries_a_failover_lost_is_told_to_reload(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    kept = await stamped_learn(store, inc, 0, "", 3)
+    lost = await stamped_learn(store, inc, 3, kept.stamp, 2)  # a worker applied 4 and 5
+    await lose_after(store, 3)
+    # shorter than what it applied: found out as before
+    with pytest.raises(LogGap):
+        await store.sync("m", inc, 5, b"", 10, seen=lost.stamp)
+    # others take the places of the lost entries: the same version, other entries
+    regrown = await stamped_learn(store, inc, 3, kept.stamp, 2)
+    assert (await store.read("m")).version == 5
+    outcomes = fold(4, [(0, 1, 1, ""), (1, 0, 1, "")])  # what the diverged worker learned
+    calls: list[Any] = [
+        lambda: store.sync("m", inc, 5, outcomes, 10, seen=lost.stamp),
+        lambda: stamped_learn(store, inc, 5, lost.stamp, 1),
+        lambda: store.label(
+            "m", inc, 5, fold=outcomes, limit=10, items=[("t", 0)], seen=lost.stamp
+        ),
+        lambda: store.predict(
+            "m",
+            inc,
+            5,
+            strict=False,
+            ttl_ms=1000,
+            fold=outcomes,
+            limit=10,
+            most_pending=10,
+            items=[("t", x_bytes(1), 0, b"\x00" * 16)],
+            seen=lost.stamp,
+        ),
+        lambda: store.import_state("m", inc, 5, b"{}", outcomes, 10, seen=lost.stamp),
+        lambda: store.save_snapshot("m", inc, 5, b"diverged", outcomes, 10, seen=lost.stamp),
+    ]
+    for call in calls:
+        with pytest.raises(LogGap):
+            await call()
+    # none of them wrote anything: no entry, no folded outcome, no pending trial, no state
+    m = await store.read("m")
+    assert (m.version, m.folded, m.counters["mistakes"], m.counters["predictions"]) == (5, 3, 0, 0)
+    assert await store.read_snapshot("m") is None
+    # the worker that wrote the new entries goes on
+    assert (await store.sync("m", inc, 5, outcomes, 10, seen=regrown.stamp)).folded == 5
+    # a caller that shows no stamp is not checked (entries written before stamps were kept)
+    assert (await store.sync("m", inc, 5, b"", 10)).version == 5
 
 
 async def test_what_comes_back_is_validated(store: ModelStore) -> None:
