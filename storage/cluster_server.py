@@ -304,6 +304,19 @@ class LocalSentinel(_Nodes):
     def kill(self, port: int) -> None:
         os.kill(self.processes[port].pid, signal.SIGKILL)
 
+    def restart(self, port: int) -> None:
+        """Start the Redis node on ``port`` again (after a kill), on its append-only file;
+        the sentinels make a former primary the new primary's replica. Returns once it
+        is one, in sync."""
+        self.processes.pop(port).wait()
+        self._launch(find_redis_server(), port, ["--appendonly", "yes", "--save", ""])
+
+        def following() -> bool:
+            info = self.client(port).info("replication")
+            return bool(info["role"] == "slave" and info.get("master_link_status") == "up")
+
+        self._await(following, f"node {port} to follow the new primary")
+
     def wait_failover(self, old: int, timeout: float = 30.0) -> int:
         """The new primary's port once the sentinels name another and it says so."""
         deadline = time.monotonic() + timeout

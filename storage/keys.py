@@ -36,10 +36,10 @@ Trial keys belong to their incarnation, so a trial predicted before a model was 
 can never be labelled on its successor. Idempotency records outlive a delete (a retried
 delete or create finds them) and expire with the label window.
 
-The Lua scripts build no key names: every key they touch, or the prefix of keys whose last
-part is only known inside the script (a trial id or an idempotency key of a folded outcome,
-a trial of a grave), is passed in their ``KEYS``, built here. A prefix shares its model's
-hash tag, so in a Redis Cluster it names the slot of the keys it begins.
+The Lua scripts build no key names: every key they touch is passed in their ``KEYS``,
+built here (the trial hashes and records of the outcomes a script folds, the trial hashes
+of a grave it sweeps included), so a Redis Cluster routes each call by its declared keys,
+also while their slot is being moved.
 """
 
 from __future__ import annotations
@@ -175,10 +175,13 @@ class Keys:
             self.summary,
         ]
 
-    def for_trials(self, incarnation: str) -> list[str]:
-        """The ``KEYS[1..10]`` of a trial script on ``incarnation``: the model's own keys,
-        the prefix of its trial keys and that of its idempotency records."""
-        return [*self.all_fixed(), self.trial_prefix(incarnation), self.idem_prefix]
+    def folded(self, incarnation: str, fold_ids: list[str]) -> list[str]:
+        """The keys the outcomes being folded name, in order (see :mod:`storage.scripts`):
+        a trial hash of ``incarnation``, or an idempotency record for an id ``!<key>``;
+        ids that are empty name none."""
+        return [
+            self.idem(i[1:]) if i[0] == "!" else self.trial(incarnation, i) for i in fold_ids if i
+        ]
 
 
 class AuthKeys:

@@ -40,6 +40,7 @@ from storage.keys import (
     Registry,
     grave_parts,
     valid_name,
+    valid_trial_id,
 )
 from storage.resp import ReplyError
 
@@ -254,6 +255,18 @@ def _points(raw: list[bytes], what: str) -> list[tuple[int, int]]:
         raise CorruptData(f"{what}: expected '<trials>:<mistakes>' points")
     flat = list(map(int, joined.replace(b":", b"\n").split()))
     return list(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _fold_keys(k: Keys, incarnation: str, fold: bytes) -> list[str]:
+    """The keys of the trials and records a fold document names (declared to its script)."""
+    if not fold:
+        return []
+    try:
+        return k.folded(incarnation, [e[3] for e in orjson.loads(fold)["e"]])
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as e:
+        raise ValueError(
+            f"a fold document must be {{'a': seq, 'e': [[y, p, u, id]...]}}: {e}"
+        ) from None
 
 
 def _int(v: Any, what: str) -> int:
@@ -472,9 +485,17 @@ class ModelStore:
             if inc:  # listed first: a crash after the delete leaves it to the sweep
                 async with _redis_errors():
                     await self.client.zadd(r.graves, {grave: _now_ms()})
-            args = [idem.digest if idem else "", keep_ms, GRAVE_BATCH, inc]
+            # the trial hashes, when few, are deleted in the same step (declared to it)
+            async with _redis_errors():
+                ids = [_text(t) for t in await self.client.zrange(k.trials, 0, GRAVE_BATCH)]
+            if len(ids) > GRAVE_BATCH:
+                ids = []
+            args = [idem.digest if idem else "", keep_ms, inc, *ids]
+            trials = [k.trial(inc, t) for t in ids if valid_trial_id(t)]
+            if len(trials) < len(ids):  # not the service's ids: the sweep deals with them
+                args, trials = args[:3], []
             try:
-                reply = await self._run("DELETE", name, [*fixed, k.trial_prefix(inc), grave], args)
+                reply = await self._run("DELETE", name, [*fixed, grave, *trials], args)
             except ModelNotFound:
                 await self._settle_quietly(name, inc)
                 raise
@@ -523,7 +544,10 @@ class ModelStore:
                 left = 1
                 while left and budget > 0:
                     budget -= 1
-                    reply = await self._run("SWEEP", "", [key, trials], [GRAVE_BATCH])
+                    async with _redis_errors():
+                        ids = [_text(t) for t in await self.client.zrange(key, 0, GRAVE_BATCH - 1)]
+                    hashes = [trials + t for t in ids]
+                    reply = await self._run("SWEEP", "", [key, *hashes], ids)
                     left = _int(reply[1], "trials left")
                 if left:
                     break
@@ -652,7 +676,7 @@ class ModelStore:
         )
 
     async def save_summary(self, name: str, incarnation: str, version: int, doc: bytes) -> None:
-        keys = self.keys(name).for_trials(incarnation)
+        keys = self.keys(name).all_fixed()
         await self._run("SUMMARY", name, keys, [incarnation, version, doc])
 
     async def read_snapshot(self, name: str) -> tuple[int, bytes, str] | None:
@@ -704,7 +728,8 @@ class ModelStore:
     ) -> Sync:
         """Fold, and read the log after ``known`` (``seen``: the stamp of the caller's
         entry at ``known``, checked; every call below takes it alike)."""
-        keys = self.keys(name).for_trials(incarnation)
+        k = self.keys(name)
+        keys = [*k.all_fixed(), *_fold_keys(k, incarnation, fold)]
         args = [incarnation, position(known, seen), fold, limit]
         return self._sync(await self._run("SYNC", name, keys, args))
 
@@ -734,7 +759,8 @@ class ModelStore:
         for trial_id, x, p, s in items:
             args += [trial_id, x, p, s]
         trials = [k.trial(incarnation, t[0]) for t in items]
-        reply = await self._run("PREDICT", name, k.for_trials(incarnation) + trials, args)
+        keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
+        reply = await self._run("PREDICT", name, keys, args)
         sync = self._sync(reply)
         if reply[0] == b"stale":
             return sync, None
@@ -765,7 +791,8 @@ class ModelStore:
         for trial_id, y in items:
             args += [trial_id, y]
         trials = [k.trial(incarnation, t[0]) for t in items]
-        reply = await self._run("LABEL", name, k.for_trials(incarnation) + trials, args)
+        keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
+        reply = await self._run("LABEL", name, keys, args)
         out = []
         for r in reply[4]:
             status = _text(r[0])
@@ -797,7 +824,7 @@ class ModelStore:
         The sync's entries stop before the first appended item: the caller applies its
         own items."""
         k = self.keys(name)
-        keys = k.for_trials(incarnation)
+        keys = k.all_fixed()
         stamp = new_stamp()
         args: list[Any] = [incarnation, position(known, seen, stamp), fold, limit, keep_ms]
         for g in groups:
@@ -807,6 +834,7 @@ class ModelStore:
             args.append(len(g.items))
             for x, y in g.items:
                 args += [x, y]
+        keys += _fold_keys(k, incarnation, fold)
         reply = await self._run("LEARN", name, keys, args)
         out = []
         for r in reply[4]:
@@ -835,7 +863,8 @@ class ModelStore:
         ``version`` are not folded yet. ``fold`` holds outcomes up to ``version`` at most,
         and ``seen`` is the stamp of the entry there: a state learned from entries the
         log no longer holds raises :class:`LogGap` and is not kept."""
-        keys = self.keys(name).for_trials(incarnation)
+        k = self.keys(name)
+        keys = [*k.all_fixed(), *_fold_keys(k, incarnation, fold)]
         args = [incarnation, position(version, seen), state, fold, retain]
         reply = await self._run("SNAPSHOT", name, keys, args)
         return bool(reply[0] == b"ok")
@@ -857,7 +886,8 @@ class ModelStore:
         (the sync to catch up with, -1) when ``known`` is not current and fully folded.
         A retry with ``idem`` returns the first request's seq."""
         k = self.keys(name)
-        keys = [*k.for_trials(incarnation), k.idem(idem.key) if idem else k.meta]
+        keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
+        keys += _fold_keys(k, incarnation, fold)
         args = [incarnation, position(known, seen, new_stamp()), state, fold, limit]
         args += [idem.digest if idem else "", keep_ms]
         reply = await self._run("IMPORT", name, keys, args)

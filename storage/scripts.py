@@ -5,15 +5,14 @@ Every trial script takes the same fixed keys, all of one model, built by
 
     KEYS[1] meta   KEYS[2] log   KEYS[3] snapshot   KEYS[4] pending   KEYS[5] trials
     KEYS[6] curve  KEYS[7] window     KEYS[8] summary
-    KEYS[9]  the prefix of the trial keys of incarnation ARGV[1] (a trial id completes one)
-    KEYS[10] the prefix of the idempotency records (an Idempotency-Key completes one)
-    KEYS[11..] one trial hash per item (predict, label), or idempotency records (learn)
+    KEYS[9..] one trial hash per item (predict, label), or idempotency records (learn)
+    then, last, the key of each folded outcome that names one (see Folding)
 
 and starts with ``ARGV[1]`` = the model's incarnation: a script for a model that was
 deleted (and perhaps re-created) replies ``{'gone'}`` and writes nothing. Trial keys carry
 the incarnation too, so nothing of a deleted model is ever applied to its successor. The
-scripts build no key names of their own: the two prefixes name the trials and records of
-outcomes being folded, which the caller cannot list in advance.
+scripts build no key names and touch no key they are not given, so that a Redis Cluster
+routes each call whole to one node, a slot being moved included.
 
 Replies are flat arrays led by a status string. ``entries`` is the log after the caller's
 ``known`` version (XRANGE format, at most ``limit`` entries) so that a worker catches up in
@@ -53,7 +52,7 @@ CURVE_POINTS = 512  # the mistake curve keeps at most this many points
 WINDOW_STEP, WINDOW_POINTS = 10, 101  # the sliding window: the last 1,000 trials
 
 PRELUDE = f"""
-local meta, trial_prefix, idem_prefix = KEYS[1], KEYS[9], KEYS[10]
+local meta = KEYS[1]
 local WINDOW_STEP, WINDOW_POINTS = {WINDOW_STEP}, {WINDOW_POINTS}
 
 -- ARGV[2], where the caller stands: '<version>/<stamp of that entry>/<stamp for the
@@ -95,6 +94,12 @@ end
 local function fold(payload)
   if payload == '' then return end
   local f = cjson.decode(payload)
+  -- the keys of the outcomes that name a trial or a record are the last KEYS, in order
+  local named = 0
+  for _, e in ipairs(f.e) do
+    if e[4] ~= '' then named = named + 1 end
+  end
+  local at = #KEYS - named
   local folded, version = num(meta, 'folded'), num(meta, 'version')
   local mistakes, updates = num(meta, 'mistakes'), 0
   local quarantined, refused = 0, 0
@@ -103,6 +108,11 @@ local function fold(payload)
   for _, e in ipairs(f.e) do
     seq = seq + 1
     if seq > version then break end
+    local key = nil
+    if e[4] ~= '' then
+      at = at + 1
+      key = KEYS[at]
+    end
     if seq == folded + 1 then
       local y, p, u, id = e[1], e[2], e[3], e[4]
       if u == 2 then
@@ -114,13 +124,13 @@ local function fold(payload)
         redis.call('HINCRBY', meta, 'c:' .. y .. ':' .. p, 1)
       end
       if string.sub(id, 1, 1) == '!' then  -- a keyed learn: its record keeps the outcome
-        local rec = idem_prefix .. string.sub(id, 2)
-        if redis.call('EXISTS', rec) == 1 then
-          redis.call('HSET', rec, 'o' .. seq, p .. ':' .. u)
+        local tail = ':idem:' .. string.sub(id, 2)
+        if string.sub(key, -#tail) == tail and redis.call('EXISTS', key) == 1 then
+          redis.call('HSET', key, 'o' .. seq, p .. ':' .. u)
         end
       elseif id ~= '' then
-        local key = trial_prefix .. id
-        if redis.call('HGET', key, 'q') == tostring(seq) then
+        local tail = ':' .. id
+        if string.sub(key, -#tail) == tail and redis.call('HGET', key, 'q') == tostring(seq) then
           redis.call('HSET', key, 'u', u)
         end
       end
@@ -222,7 +232,7 @@ PREDICT = (
 -- ARGV: 1 incarnation, 2 known version (the one that predicted), 3 strict ('1': store only
 -- if known is current), 4 label time-to-live in ms, 5 fold, 6 limit, 7 most pending trials,
 -- then per item from 8: trial id, instance, predicted class, scores
--- KEYS[11..]: the trial hash of each item, in order
+-- KEYS[9..]: the trial hash of each item, in order
 -- Reply: {'ok', version, folded, entries, results} with per item {'ok'} (stored),
 -- {'existing', p, scores, v} (same instance already pending under that id), {'conflict'},
 -- {'full'} (the model holds the most pending trials) or {'invalid'} (not this model's);
@@ -243,7 +253,7 @@ local grace = math.max(ttl, 60000)
 local room = tonumber(ARGV[7]) - redis.call('ZCARD', KEYS[4])
 local results, created = {}, 0
 for i = 8, #ARGV, 4 do
-  local key = KEYS[11 + (i - 8) / 4]
+  local key = KEYS[9 + (i - 8) / 4]
   local id, x = ARGV[i], ARGV[i + 1]
   local old = redis.call('HMGET', key, 'x', 'p', 's', 'v', 'y')
   if old[2] then
@@ -278,7 +288,7 @@ LABEL = (
     + """
 -- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit, then per item from 5:
 -- trial id, true class
--- KEYS[11..]: the trial hash of each item, in order
+-- KEYS[9..]: the trial hash of each item, in order
 -- Reply: {'ok', version, folded, entries, results} with per item {'ok', p, seq} (applied
 -- as log entry seq), {'repeat', p, seq, u} (this label was applied before; u may be ''
 -- while not yet folded), {'conflict', y} (labelled otherwise), {'expired'}, {'unknown'},
@@ -290,7 +300,7 @@ local now = now_ms()
 sweep(now)
 local results, applied = {}, 0
 for i = 5, #ARGV, 2 do
-  local key = KEYS[11 + (i - 5) / 2]
+  local key = KEYS[9 + (i - 5) / 2]
   local id, y = ARGV[i], ARGV[i + 1]
   local r = redis.call('HMGET', key, 'x', 'p', 'd', 'y', 'q', 'u')
   if not class_ok(y, K) then
@@ -331,7 +341,7 @@ LEARN = (
     + """
 -- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit, 5 idempotency record lifetime
 -- (ms), then groups from 6: idempotency key ('' for none), body hash, item count n, then
--- n items: instance, true class. KEYS[11..]: the record of each keyed group, in order.
+-- n items: instance, true class. KEYS[9..]: the record of each keyed group, in order.
 -- Reply: {'ok', version, folded, entries, results}, the entries being those before the
 -- first appended item (the caller has its own), per group {'ok', first seq} (appended),
 -- {'repeat', first seq, n, incarnation, answer or ''} (the key was used for this body
@@ -346,7 +356,7 @@ while i <= #ARGV do
   local key, n, rec = ARGV[i], tonumber(ARGV[i + 2]), nil
   if key ~= '' then
     keyed = keyed + 1
-    rec = KEYS[10 + keyed]
+    rec = KEYS[8 + keyed]
   end
   groups[g] = {key = key, hash = ARGV[i + 1], n = n, at = i + 3, rec = rec}
   for j = 0, n - 1 do

@@ -117,9 +117,10 @@ return {'ok', t[1]}
 
 DELETE = """
 -- KEYS: 1-8 the model's fixed keys, 9 idempotency record (or a placeholder), 10 the
--- prefix of the trial keys of incarnation ARGV[4], 11 the grave of incarnation ARGV[4]
--- ARGV: 1 body hash or '', 2 record lifetime (ms), 3 most trial hashes deleted here
--- (beyond that they go to the grave), 4 the incarnation the caller read ('' for none)
+-- grave of incarnation ARGV[3], 11.. the trial hashes the caller read from KEYS[5]
+-- ARGV: 1 body hash or '', 2 record lifetime (ms), 3 the incarnation the caller read
+-- ('' for none), 4.. the trial ids of KEYS[11..]: deleted here if they are all the
+-- model's trials (else every trial hash goes to the grave, for the sweep)
 -- Reply: {'ok', graved} (1: the grave holds trial hashes to sweep) | {'repeat'} |
 -- {'gone'} | {'mismatch'} | {'moved'} (the model's incarnation is not ARGV[4]: nothing
 -- written, read it again)
@@ -132,15 +133,17 @@ if ARGV[1] ~= '' then
 end
 local inc = redis.call('HGET', KEYS[1], 'incarnation')
 if not inc then return {'gone'} end
-if inc ~= ARGV[4] then return {'moved'} end
-local graved = 0
-if redis.call('ZCARD', KEYS[5]) <= tonumber(ARGV[3]) then
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[5], 0, -1)) do
-    redis.call('DEL', KEYS[10] .. id)
-  end
+if inc ~= ARGV[3] then return {'moved'} end
+local graved, every = 0, redis.call('ZCARD', KEYS[5]) == #ARGV - 3
+for i = 4, #ARGV do
+  if not every then break end
+  every = redis.call('ZSCORE', KEYS[5], ARGV[i]) ~= false
+end
+if every then
+  for i = 11, #KEYS do redis.call('DEL', KEYS[i]) end
   redis.call('DEL', KEYS[5])
 else
-  redis.call('RENAME', KEYS[5], KEYS[11])
+  redis.call('RENAME', KEYS[5], KEYS[10])
   graved = 1
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[7], KEYS[8])
@@ -152,14 +155,15 @@ return {'ok', graved}
 """
 
 SWEEP = """
--- KEYS: 1 a grave, 2 the prefix of the trial keys the grave lists
--- ARGV: 1 trial hashes to delete at most
+-- KEYS: 1 a grave, 2.. trial hashes the caller read from it
+-- ARGV: 1.. their trial ids, in order
 -- Reply: {'ok', trial ids left in the grave}
-local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-for _, id in ipairs(ids) do
-  redis.call('DEL', KEYS[2] .. id)
+for i, id in ipairs(ARGV) do
+  if redis.call('ZSCORE', KEYS[1], id) then
+    redis.call('DEL', KEYS[i + 1])
+    redis.call('ZREM', KEYS[1], id)
+  end
 end
-if #ids > 0 then redis.call('ZREM', KEYS[1], unpack(ids)) end
 return {'ok', redis.call('ZCARD', KEYS[1])}
 """
 
@@ -174,7 +178,8 @@ return {'ok'}
 SNAPSHOT = (
     PRELUDE
     + """
--- KEYS: 1-10 those of every trial script (storage.scripts)
+-- KEYS: 1-8 those of every trial script (storage.scripts), then the keys of the outcomes
+-- folded
 -- ARGV: 1 incarnation, 2 the state's position (version and the stamp of its entry, as
 -- the trial scripts take it), 3 state, 4 fold (outcomes up to that version at most),
 -- 5 log entries to keep
@@ -205,8 +210,8 @@ return {'ok', cur}
 IMPORT = (
     PRELUDE
     + """
--- KEYS: 1-10 those of every trial script (storage.scripts), 11 idempotency record (or a
--- placeholder when ARGV[6] is '')
+-- KEYS: 1-8 those of every trial script (storage.scripts), 9 idempotency record (or a
+-- placeholder when ARGV[6] is ''), then the keys of the outcomes folded
 -- ARGV: 1 incarnation, 2 known version, 3 state, 4 fold, 5 limit, 6 body hash or '',
 -- 7 record lifetime (ms)
 -- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry) |
@@ -214,7 +219,7 @@ IMPORT = (
 -- Replaces the learner state: appends a reset entry (k = r) at seq and keeps the state as
 -- the snapshot at seq; workers that replay the reset entry reload from the snapshot.
 if ARGV[6] ~= '' then
-  local old = redis.call('HMGET', KEYS[11], 'op', 'h', 'a', 'inc')
+  local old = redis.call('HMGET', KEYS[9], 'op', 'h', 'a', 'inc')
   if old[1] then
     if old[1] == 'import' and old[2] == ARGV[6] then return {'repeat', old[3], old[4]} end
     return {'mismatch'}
@@ -232,8 +237,8 @@ redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3], 'w', stamp)
 redis.call('HSET', meta, 'version', version, 'folded', version)
 redis.call('HINCRBY', meta, 'imports', 1)
 if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[11], 'op', 'import', 'h', ARGV[6], 'a', version, 'inc', ARGV[1])
-  redis.call('PEXPIRE', KEYS[11], tonumber(ARGV[7]))
+  redis.call('HSET', KEYS[9], 'op', 'import', 'h', ARGV[6], 'a', version, 'inc', ARGV[1])
+  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[7]))
 end
 return {'ok', version}
 """
@@ -242,7 +247,7 @@ return {'ok', version}
 SUMMARY = (
     PRELUDE
     + """
--- KEYS: 1-10 those of every trial script (storage.scripts)
+-- KEYS: 1-8 those of every trial script (storage.scripts)
 -- ARGV: 1 incarnation, 2 version the summary describes, 3 summary (JSON)
 -- Reply: {'ok'}; keeps the newer of the stored and the given summary
 local cur = tonumber(redis.call('HGET', KEYS[8], 'version') or '-1')

@@ -1,5 +1,6 @@
-"""Faults of a Redis Cluster under load, with COMMITTEE_ACK=replicated: a primary killed
-mid-load. Every acknowledged trial must be in the log exactly once afterwards, and every
+"""Faults of a Redis Cluster or of a primary watched by Sentinel under load, with
+COMMITTEE_ACK=replicated: a primary killed mid-load, and (on the cluster) a busy slot
+moved. Every acknowledged trial must be in the log exactly once afterwards, and every
 host's workers must agree with a fresh replay of the log."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from _procs import (
 )
 from _workers import from_each_worker
 
-from storage.cluster_server import RedisCluster
+from storage.cluster_server import LocalSentinel, RedisCluster
 from storage.keys import Keys
 
 pytestmark = pytest.mark.cluster
@@ -41,6 +42,12 @@ REPLICATED = {"COMMITTEE_ACK": "replicated", "COMMITTEE_ACK_TIMEOUT_MS": "5000"}
 def cluster() -> Iterator[RedisCluster]:
     with tempfile.TemporaryDirectory(prefix="cf-") as d, RedisCluster(Path(d)) as c:
         yield c
+
+
+@pytest.fixture
+def sentinel() -> Iterator[LocalSentinel]:
+    with tempfile.TemporaryDirectory(prefix="sf-") as d, LocalSentinel(Path(d)) as s:
+        yield s
 
 
 class RetryingLoad:
@@ -153,6 +160,44 @@ def test_a_primary_killed_mid_load_loses_no_acknowledged_trial(
         assert cluster.primary_of_key(Keys(prefix, name).meta) != victim
         state = agreed_state(c, [a, b], name)
     check_replay(url, prefix, name, state, load)
+
+
+def test_through_sentinel_a_primary_killed_mid_load_loses_no_acknowledged_trial(
+    sentinel: LocalSentinel, tmp_path: Path
+) -> None:
+    """Two hosts on ``redis+sentinel://``: the primary is SIGKILLed under load, the
+    sentinels promote its replica, and the old primary comes back as the new one's
+    replica (until then nothing can be confirmed replicated: 503s, retried)."""
+    name = "majority"
+    prefix = "sentinel"
+    with (
+        Service(tmp_path, workers=2, redis_url=sentinel.url, prefix=prefix, env=REPLICATED) as a,
+        Service(tmp_path, workers=2, redis_url=sentinel.url, prefix=prefix, env=REPLICATED) as b,
+        httpx.Client(base_url=a.url, timeout=60) as c,
+    ):
+        assert c.post("/v1/models", json=majority_model(name)).status_code == 201
+        load = RetryingLoad([a.url, b.url], name, seed=7)
+        victim = sentinel.primary_port()
+        promoted: list[int] = []
+
+        async def run() -> None:
+            clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
+            await asyncio.sleep(2.0)
+            sentinel.kill(victim)
+            promoted.append(await asyncio.to_thread(sentinel.wait_failover, victim))
+            await asyncio.to_thread(sentinel.restart, victim)
+            await asyncio.sleep(2.0)
+            load.stop.set()
+            await asyncio.gather(*clients)
+
+        start = time.monotonic()
+        asyncio.run(run())
+        assert time.monotonic() - start < 120
+        assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
+        assert load.retries > 0  # the failover was felt
+        assert promoted == [sentinel.replica] and sentinel.primary_port() == sentinel.replica
+        state = agreed_state(c, [a, b], name)
+    check_replay(f"redis://127.0.0.1:{promoted[0]}/0", prefix, name, state, load)
 
 
 def test_a_busy_models_slot_moves_mid_load_and_nothing_is_lost_or_doubled(

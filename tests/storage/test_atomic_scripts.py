@@ -204,8 +204,8 @@ async def test_a_delete_cut_before_its_last_step_is_settled_by_the_sweep(
     k = store.keys("m")
     # the first two steps of a delete whose worker died before the third
     await store._run("UNSETTLE", "m", [r.models, r.unsettled], ["m", now_ms()])
-    args = ["", 1000, GRAVE_BATCH, inc]
-    fixed = [*k.all_fixed(), k.meta, k.trial_prefix(inc), k.grave(inc)]
+    args = ["", 1000, inc]
+    fixed = [*k.all_fixed(), k.meta, k.grave(inc)]
     assert (await store._run("DELETE", "m", fixed, args))[0] == b"ok"
     assert await store.names() == ["m"]
     await store.sweep()
