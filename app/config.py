@@ -94,6 +94,12 @@ class Settings(BaseSettings):
         le=60_000,
         description="how long a write waits for fsync or a replica before it is a 503",
     )
+    opentelemetry: bool = Field(
+        default=False,
+        description="FastAPI's own OpenTelemetry spans and metrics, for a process that "
+        "configures OpenTelemetry providers (off: the service's /metrics only, and no "
+        "per-request check of the providers)",
+    )
     shutdown_timeout: int = Field(
         default=10,
         ge=1,

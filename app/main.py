@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
@@ -31,6 +33,16 @@ from storage.repository import ModelStore
 
 log = logging.getLogger("committee")
 JSON = "application/json"
+
+
+def fastapi_options(settings: Settings) -> dict[str, Any]:
+    """Options of the FastAPI app beyond its description: FastAPI's own OpenTelemetry
+    instrumentation only when asked for (``opentelemetry``), since recent FastAPI asks
+    the OpenTelemetry providers on every request otherwise."""
+    if settings.opentelemetry or "telemetry" not in inspect.signature(FastAPI).parameters:
+        return {}
+    off = dict.fromkeys(("tracing", "metrics", "logs", "operation_spans"), False)
+    return {"telemetry": off}
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -84,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="On-line learning service: Winnow-family learners and live classifier fusion",
         version="0.1.0",
         lifespan=lifespan,
+        **fastapi_options(settings),
     )
     # outermost last: metrics see every answer; CORS answers preflights before the guard
     app.add_middleware(TrialFastPath)

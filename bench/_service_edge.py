@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.config import Settings
 from app.guard import Guard
 from app.limits import BodyLimit, Busy
+from app.main import fastapi_options
 from app.metrics import RequestMetrics
 
 _PATH = re.compile(r"/v1/models/([^/]+)/(predict|label|learn)(/batch)?|/parse/learn/batch")
@@ -59,7 +60,7 @@ class EdgeDispatch:
 
 def create() -> FastAPI:
     settings = Settings()
-    app = FastAPI(title="the service's edge")
+    app = FastAPI(title="the service's edge", **fastapi_options(settings))
     # auth off, as in the service it is compared with: the guard runs its checks and
     # lets the request through
     app.state.auth = SimpleNamespace(keyring=SimpleNamespace(ready=True, on=False))
