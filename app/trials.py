@@ -20,13 +20,14 @@ again meanwhile, the call is encoded again from the new one, never sent stale.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
 import orjson
 
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
+from app.gather import Gather
 from app.live import Applied, LiveModel
 from app.replicas import TRIAL_LIMIT, Replicas
 from models.core.instance import Attributes, Experts
@@ -43,6 +44,9 @@ Todo = list[tuple[int, Attributes | Experts, int]]  # (item, instance, class) to
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
 
 
+GATHER_MOST = 64  # single-trial calls of one model sent together at most
+
+
 class TrialCalls:
     """Predict, label and learn on the models ``replicas`` holds."""
 
@@ -50,6 +54,58 @@ class TrialCalls:
         self.replicas = replicas
         self.store = replicas.store
         self.settings = replicas.settings
+        self._gathers: dict[tuple[Any, ...], Gather[Any, Result]] = {}
+        # a gathered predict answers items x labels scores: within max_answer_scores
+        self._predict_most = min(
+            GATHER_MOST, self.settings.max_answer_scores // self.settings.max_labels
+        )
+
+    # -- single trials, gathered ------------------------------------------------------
+
+    async def _gathered(
+        self, key: tuple[Any, ...], run: Callable[[list[Any]], Awaitable[list[Result]]], item: Any
+    ) -> Result:
+        """``item``'s result, its call gathered with those of the same ``key`` arriving
+        while one is in flight (see :mod:`app.gather`)."""
+        g = self._gathers.get(key)
+        if g is None:
+            g = self._gathers[key] = Gather(
+                run, self._predict_most if key[0] == "p" else GATHER_MOST
+            )
+        try:
+            return await g(item)
+        finally:
+            if g.idle and self._gathers.get(key) is g:
+                del self._gathers[key]
+
+    async def predict_one(
+        self, name: str, payload: Any, trial_id: str | None, *, track: bool = True
+    ) -> Result:
+        """:meth:`predict` of one item, gathered with others of the model."""
+
+        async def run(items: list[tuple[Any, str | None]]) -> list[Result]:
+            return await self.predict(name, items, track=track)
+
+        return await self._gathered(("p", name, track), run, (payload, trial_id))
+
+    async def label_one(self, name: str, trial_id: str, label: Any) -> Result:
+        """:meth:`label` of one trial, gathered with others of the model."""
+
+        async def run(items: list[tuple[str, Any]]) -> list[Result]:
+            return await self.label(name, items)
+
+        return await self._gathered(("l", name), run, (trial_id, label))
+
+    async def learn_one(
+        self, name: str, payload: Any, label: Any, idem: Idempotency | None = None
+    ) -> Result:
+        """:meth:`learn` of one trial, gathered with others of the model (each keeps its
+        own idempotency key)."""
+
+        async def run(requests: list[LearnRequest]) -> list[Result]:
+            return [out[0] for out in await self.learn_groups(name, requests)]
+
+        return await self._gathered(("n", name), run, (idem, [(payload, label)]))
 
     def _new_trial_id(self) -> str:
         """A trial id nobody can guess: 128 random bits."""

@@ -80,8 +80,10 @@ async def predict_one(
     check_name(name)
     b = PREDICT.read(raw)
     await _limit(calls, 1, admit)
-    item = (_instance(b["instance"]), b.get("trial_id"))
-    return _one(await calls.predict(name, [item], track=b.get("track", True)))
+    got = await calls.predict_one(
+        name, _instance(b["instance"]), b.get("trial_id"), track=b.get("track", True)
+    )
+    return _one([got])
 
 
 async def label_one(
@@ -90,7 +92,7 @@ async def label_one(
     check_name(name)
     b = LABEL.read(raw)
     await _limit(calls, 1, admit)
-    return _one(await calls.label(name, [(b["trial_id"], b["label"])]))
+    return _one([await calls.label_one(name, b["trial_id"], b["label"])])
 
 
 async def learn_one(
@@ -100,7 +102,7 @@ async def learn_one(
     idem = idempotency(key, "learn", name, raw)
     b = LEARN.read(raw)
     await _limit(calls, 1, admit)
-    return _one(await calls.learn(name, [(_instance(b["instance"]), b["label"])], idem))
+    return _one([await calls.learn_one(name, _instance(b["instance"]), b["label"], idem)])
 
 
 async def predict_many(

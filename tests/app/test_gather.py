@@ -1,0 +1,187 @@
+"""Single-trial calls of a busy model gathered into batch calls (app.gather), alone and
+through the service over HTTP: fewer script calls than requests, the same answers."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from _server import ServerThread
+
+from app.config import Settings
+from app.gather import Gather
+from storage.cluster_server import sync_client
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Recorder:
+    """A batch call that doubles its items and records each batch; while ``hold`` is set,
+    each batch waits until its gate opens (:meth:`release`)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.gates: list[asyncio.Event] = []
+        self.hold = False
+
+    async def __call__(self, items: list[int]) -> list[int]:
+        self.batches.append(list(items))
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        if self.hold:
+            await gate.wait()
+        if any(i < 0 for i in items):
+            raise ValueError(f"negative item in {items}")
+        return [2 * i for i in items]
+
+    def release(self) -> None:
+        """Let every batch go, from now on."""
+        self.hold = False
+        for gate in self.gates:
+            gate.set()
+
+
+async def started(n: int = 3) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+async def test_an_idle_call_goes_alone_and_those_arriving_meanwhile_go_together() -> None:
+    run = Recorder()
+    g: Gather[int, int] = Gather(run, most=3)
+    assert await g(1) == 2
+    assert run.batches == [[1]] and g.idle
+    run.hold = True
+    first = asyncio.ensure_future(g(10))
+    await started()
+    rest = [asyncio.ensure_future(g(i)) for i in range(20, 25)]
+    await started()
+    assert run.batches == [[1], [10]] and not g.idle  # the others wait for the first
+    run.release()
+    assert await first == 20
+    assert await asyncio.gather(*rest) == [40, 42, 44, 46, 48]
+    assert run.batches == [[1], [10], [20, 21, 22], [23, 24]]  # at most 3 at once, in order
+    assert g.idle
+
+
+async def test_a_failed_batch_fails_its_callers_only() -> None:
+    run = Recorder()
+    g: Gather[int, int] = Gather(run, most=2)
+    run.hold = True
+    first = asyncio.ensure_future(g(1))
+    await started()
+    bad = [asyncio.ensure_future(g(i)) for i in (2, -3)]
+    good = asyncio.ensure_future(g(4))
+    await started()
+    run.release()
+    assert await first == 2
+    for f in bad:
+        with pytest.raises(ValueError, match="negative"):
+            await f
+    assert await good == 8
+    assert run.batches == [[1], [2, -3], [4]]
+
+
+async def test_a_caller_that_gave_up_is_not_sent_and_a_stopped_drain_leaves_nobody_waiting() -> (
+    None
+):
+    run = Recorder()
+    g: Gather[int, int] = Gather(run, most=10)
+    run.hold = True
+    first = asyncio.ensure_future(g(1))
+    await started()
+    gone, kept = asyncio.ensure_future(g(2)), asyncio.ensure_future(g(3))
+    await started()
+    gone.cancel()
+    run.release()
+    assert (await first, await kept) == (2, 6)
+    assert run.batches == [[1], [3]]
+
+    run.hold = True
+    first = asyncio.ensure_future(g(5))
+    await started()
+    waiting = asyncio.ensure_future(g(6))
+    await started()
+    run.gates[-1].set()  # the first call returns; the waiting one's batch is held
+    assert await first == 10
+    await started()
+    assert run.batches[-1] == [6] and g._drain is not None
+    g._drain.cancel()  # as when the worker stops
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await started()
+    assert g.idle
+
+
+def evalsha_calls(redis_url: str) -> int:
+    with sync_client(redis_url) as r:
+        stats: Any = r.info("commandstats")
+    if isinstance(stats, dict) and "cmdstat_evalsha" not in stats and stats:
+        # a cluster client answers per node
+        return sum(
+            int(v.get("cmdstat_evalsha", {}).get("calls", 0))
+            for v in stats.values()
+            if isinstance(v, dict)
+        )
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_concurrent_single_trials_over_http_share_script_calls(redis_url: str) -> None:
+    settings = Settings(redis_url=redis_url, key_prefix=f"g-{uuid.uuid4().hex[:12]}")
+    model = {
+        "name": "m",
+        "labels": ["a", "b"],
+        "input": {"attributes": {"n_features": 8}},
+        "learner": {"kind": "winnow"},
+    }
+    n = 60
+    with ServerThread(settings) as server:
+        with httpx.Client(base_url=server.url) as c:
+            assert c.post("/v1/models", json=model).status_code == 201
+            c.post("/v1/models/m/learn", json={"instance": {"features": [1] * 8}, "label": "a"})
+
+        async def run() -> tuple[list[Any], list[Any], list[Any]]:
+            async with httpx.AsyncClient(
+                base_url=server.url, limits=httpx.Limits(max_connections=n)
+            ) as c:
+
+                async def post(path: str, body: dict[str, Any]) -> Any:
+                    r = await c.post(f"/v1/models/m/{path}", json=body)
+                    assert r.status_code == 200, r.text
+                    return r.json()
+
+                def x(i: int) -> dict[str, Any]:
+                    return {"features": {str(i % 8): 1.0, str((i + 3) % 8): 1.0}}
+
+                predicted = await asyncio.gather(
+                    *(post("predict", {"instance": x(i), "trial_id": f"t{i}"}) for i in range(n))
+                )
+                labelled = await asyncio.gather(
+                    *(post("label", {"trial_id": f"t{i}", "label": "ab"[i % 2]}) for i in range(n))
+                )
+                learned = await asyncio.gather(
+                    *(post("learn", {"instance": x(i), "label": "ab"[i % 3 % 2]}) for i in range(n))
+                )
+                return predicted, labelled, learned
+
+        before = evalsha_calls(redis_url)
+        predicted, labelled, learned = asyncio.run(run())
+        calls = evalsha_calls(redis_url) - before
+        with httpx.Client(base_url=server.url) as c:
+            state = c.get("/v1/models/m").json()
+    # every answer is its own request's
+    assert [p["trial_id"] for p in predicted] == [f"t{i}" for i in range(n)]
+    assert [lab["label"] for lab in labelled] == ["ab"[i % 2] for i in range(n)]
+    assert all(lab["predicted"] == p["label"] for lab, p in zip(labelled, predicted, strict=True))
+    assert [lrn["label"] for lrn in learned] == ["ab"[i % 3 % 2] for i in range(n)]
+    assert state["version"] == 1 + 2 * n  # every label and learn applied once
+    # ... in fewer script calls than requests (background folds add a few of their own)
+    assert calls < 3 * n * 0.8, calls
