@@ -1,15 +1,25 @@
-"""Live trials over one WebSocket, and dashboards' statistics under load.
+"""Live trials over one WebSocket, beside a WebSocket echo server, and dashboards'
+statistics under load.
 
 Serves the real app with one uvicorn worker against a private Redis, like
-``bench/service.py``, and measures:
+``bench/service.py``, and beside it the **echo** peer (``bench/_ws_echo.py``): the same
+uvicorn, one Starlette WebSocket route that parses each JSON message with orjson and
+answers it. One client sends the same messages to both, up to ``--window`` in flight,
+and counts the answers as they come back: learn trials of S4's majority problem (n = 20,
+r = 10, k = 5 labels ``c0``..``c4``, noise 0.05) to a Committee model, the sub-experts'
+votes in each of three forms: a bare label (``"e3": "c2"``), a list of scores
+(``"e3": [0, 0, 1, 0, 0]``) and a mapping (``"e3": {"c2": 1.0}``). Service and echo take
+turns over ``--rounds`` rounds, best kept, spread printed. Figures:
 
-* ``stream_trials_per_second``: learn trials of S4's majority problem (n = 20, r = 10,
-  k = 5, noise 0.05) sent through one WebSocket to a Committee model, up to ``--window``
-  requests in flight, answers counted as they come back (target >= 10,000);
+* per form, ``stream_trials_per_second_<form>``, ``ws_echo_messages_per_second_<form>``
+  and ``stream_vs_ws_echo_<form>`` (targets: bare labels >= 0.5, lists and mappings >= 0.4);
+* ``vote_forms_vs_bare_labels``: the slowest form's trials/s over bare labels' (>= 0.8);
 * ``stats_p50_ms``/``stats_p99_ms``: ``GET /v1/models/{name}/stats`` polled back to back
-  while the model takes 1,000 trials/s over another WebSocket (target p99 <= 5 ms).
+  while a model takes 1,000 trials/s over another WebSocket (target p99 <= 5 ms);
+* ``stream_trials_per_second``: bare labels, the figure of earlier runs (>= 10,000);
+* last, the headline ``stream_vs_ws_echo``: the worst form's share of its echo.
 
-The load runs in separate processes from the server. The headline figure is printed last.
+The load runs in separate processes from the servers.
 """
 
 from __future__ import annotations
@@ -38,16 +48,35 @@ from storage.server import EmbeddedRedis
 
 PROBLEM = MajorityProblem(n=20, r=10, k=5, noise=0.05)
 EXPERTS = [f"e{i}" for i in range(PROBLEM.n_experts)]
-TARGETS = {"stream_trials_per_second": (">=", 10_000.0), "stats_p99_ms": ("<=", 5.0)}
+LABELS = [f"c{c}" for c in range(PROBLEM.k)]
+FORMS = ("bare_labels", "score_lists", "score_mappings")
+TARGETS = {
+    "stream_trials_per_second": (">=", 10_000.0),
+    "stats_p99_ms": ("<=", 5.0),
+    "stream_vs_ws_echo_bare_labels": (">=", 0.5),
+    "stream_vs_ws_echo_score_lists": (">=", 0.4),
+    "stream_vs_ws_echo_score_mappings": (">=", 0.4),
+    "stream_vs_ws_echo": (">=", 0.4),
+    "vote_forms_vs_bare_labels": (">=", 0.8),
+}
+BENCH_DIR = Path(__file__).resolve().parent
 
 
-def messages(n: int, seed: int) -> list[bytes]:
-    """``learn`` requests: each expert votes for one label (its arg-max)."""
+def vote(c: int, form: str) -> object:
+    if form == "bare_labels":
+        return LABELS[c]
+    if form == "score_lists":
+        return [1.0 if j == c else 0.0 for j in range(PROBLEM.k)]
+    return {LABELS[c]: 1.0}
+
+
+def messages(n: int, seed: int, form: str = "bare_labels") -> list[bytes]:
+    """``learn`` requests: each expert votes for one label (its arg-max), in ``form``."""
     xs, ys, _ = PROBLEM.sample(n, np.random.default_rng(seed))
     out = []
     for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
-        votes = {EXPERTS[int(e)]: int(c) for e, c in zip(x.expert, x.cls, strict=True)}
-        msg = {"op": "learn", "id": i, "instance": {"experts": votes}, "label": int(y)}
+        votes = {EXPERTS[int(e)]: vote(int(c), form) for e, c in zip(x.expert, x.cls, strict=True)}
+        msg = {"op": "learn", "id": i, "instance": {"experts": votes}, "label": LABELS[int(y)]}
         out.append(orjson.dumps(msg))
     return out
 
@@ -96,24 +125,29 @@ def poll_stats(url: str, seconds: float) -> list[float]:
     return out
 
 
-def line(name: str, value: float) -> str:
+def line(name: str, value: float, rounds: Sequence[float] = ()) -> str:
+    text = f"{name}: {value:.2f}"
+    if len(rounds) > 1:
+        text += f" [rounds spread {(max(rounds) - min(rounds)) / max(rounds):.0%}]"
     target = TARGETS.get(name)
     if target is None:
-        return f"{name}: {value:.2f}"
+        return text
     op, bound = target
     met = value >= bound if op == ">=" else value <= bound
-    return f"{name}: {value:.2f} (target {op} {bound:g}: {'met' if met else 'MISSED'})"
+    return f"{text} (target {op} {bound:g}: {'met' if met else 'MISSED'})"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=60_000)
+    parser.add_argument("--trials", type=int, default=30_000, help="messages per run")
     parser.add_argument("--window", type=int, default=1_000)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0, help="stats polling time")
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     args = parser.parse_args(argv)
     if args.quick:
-        args.trials, args.seconds = 3_000, 1.0
+        args.trials, args.seconds, args.rounds = 2_000, 1.0, 1
+    rates: dict[str, list[float]] = {}
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
         redis = stack.enter_context(EmbeddedRedis(tmp / "redis"))
@@ -122,22 +156,40 @@ def main(argv: Sequence[str] | None = None) -> None:
         server = stack.enter_context(
             uvicorn("app", target, env, tmp, lambda h: h.get("/readyz").status_code == 200)
         )
+        echo = stack.enter_context(
+            uvicorn(
+                "echo",
+                ["_ws_echo:app", "--app-dir", str(BENCH_DIR)],
+                {},
+                tmp,
+                lambda h: h.get("/healthz").status_code == 200,
+            )
+        )
         ws = server.url.replace("http://", "ws://")
+        ws_echo = echo.url.replace("http://", "ws://")
         with httpx.Client(base_url=server.url, timeout=30) as http:
-            for name in ("bulk", "live"):
+            for name in ("live", *FORMS):
                 body = {
-                    "name": name,
-                    "labels": list(range(PROBLEM.k)),
+                    "name": name.replace("_", "-"),
+                    "labels": LABELS,
                     "input": {"experts": {"expert_names": EXPERTS}},
                     "learner": {"kind": "committee", "alpha": 1.2},
                 }
                 http.post("/v1/models", json=body).raise_for_status()
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(2) as pool:
-            pool.apply(pump, (f"{ws}/v1/models/bulk/stream", messages(2_000, 1), args.window))
-            seconds = pool.apply(
-                pump, (f"{ws}/v1/models/bulk/stream", messages(args.trials, 2), args.window)
-            )
+            msgs = {form: messages(args.trials, 2, form) for form in FORMS}
+            for form in FORMS:  # warm both: the learner's kernels, each form's code
+                path = f"/v1/models/{form.replace('_', '-')}/stream"
+                for base in (ws, ws_echo):
+                    pool.apply(pump, (base + path, messages(500, 1, form), args.window))
+            for r in range(args.rounds):
+                for form in FORMS:
+                    path = f"/v1/models/{form.replace('_', '-')}/stream"
+                    sides = [("stream", ws), ("ws_echo", ws_echo)]
+                    for side, base in sides if r % 2 == 0 else sides[::-1]:
+                        seconds = pool.apply(pump, (base + path, msgs[form], args.window))
+                        rates.setdefault(f"{side}_{form}", []).append(args.trials / seconds)
             load = pool.apply_async(
                 pump,
                 (
@@ -151,11 +203,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             latencies = pool.apply(poll_stats, (server.url, args.seconds))
             load.get()
     p50, p99 = np.percentile(latencies, [50, 99])
-    print(f"stream_trials: {args.trials}")
+    best = {k: max(v) for k, v in rates.items()}
+    print(f"stream_trials: {args.trials} per run, window {args.window}, rounds {args.rounds}")
+    ratios = {}
+    for form in FORMS:
+        ours, theirs = f"stream_{form}", f"ws_echo_{form}"
+        print(line(f"stream_trials_per_second_{form}", best[ours], rates[ours]))
+        print(line(f"ws_echo_messages_per_second_{form}", best[theirs], rates[theirs]))
+        ratios[form] = best[ours] / best[theirs]
+        print(line(f"stream_vs_ws_echo_{form}", ratios[form]))
+    bare = best["stream_bare_labels"]
+    print(line("vote_forms_vs_bare_labels", min(best[f"stream_{f}"] for f in FORMS) / bare))
     print(line("stats_requests", len(latencies)))
     print(line("stats_p50_ms", float(p50)))
     print(line("stats_p99_ms", float(p99)))
-    print(line("stream_trials_per_second", args.trials / seconds))
+    print(line("stream_trials_per_second", bare))
+    print(line("stream_vs_ws_echo", min(ratios.values())))
 
 
 if __name__ == "__main__":

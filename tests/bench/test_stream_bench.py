@@ -1,0 +1,55 @@
+"""The stream benchmark runs end to end: the service's stream and the WebSocket echo peer
+on every vote form in the same run, every figure printed, the headline ratio last. Only
+the format is asserted, never the figures."""
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "stream.py"
+FORMS = ("bare_labels", "score_lists", "score_mappings")
+EXPECTED = [
+    *(
+        name
+        for form in FORMS
+        for name in (
+            f"stream_trials_per_second_{form}",
+            f"ws_echo_messages_per_second_{form}",
+            f"stream_vs_ws_echo_{form}",
+        )
+    ),
+    "vote_forms_vs_bare_labels",
+    "stats_requests",
+    "stats_p50_ms",
+    "stats_p99_ms",
+    "stream_trials_per_second",
+    "stream_vs_ws_echo",
+]
+LINE = re.compile(
+    r"([a-z_0-9]+): (\S+)( \[rounds spread \d+%\])?( \(target [<>]= [\d.]+: (met|MISSED)\))?"
+)
+
+
+def test_the_stream_and_its_echo_peer_are_measured_on_every_vote_form() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("stream_trials: ")
+    got = [LINE.fullmatch(ln) for ln in lines[1:]]
+    assert all(got), lines
+    assert [m[1] for m in got if m] == EXPECTED
+    for m in got:
+        assert m is not None
+        assert math.isfinite(float(m[2])) and float(m[2]) > 0, m[0]
+        assert (m[4] is not None) == (
+            m[1].startswith("stream_vs")
+            or m[1] in ("vote_forms_vs_bare_labels", "stats_p99_ms", "stream_trials_per_second")
+        ), m[0]
