@@ -135,10 +135,14 @@ def read_votes(
     class_key: Callable[[Any], int | None],
     labels: tuple[Any, ...],
     classes: Mapping[Any, int] | None = None,
+    keys_in_order: tuple[str, ...] | None = None,
 ) -> tuple[list[int], list[tuple[str, bool]], np.ndarray]:
     """The voting experts' indices, (field path, given as a list) and raw k-scores.
 
-    ``classes`` maps exact str and int labels to their class, a shortcut for class_key.
+    ``classes`` maps exact str and int labels to their class, a shortcut for class_key;
+    ``keys_in_order`` are the labels as JSON object keys, in class order: a mapping vote
+    whose keys are exactly these (a score for every label, as classifiers post them)
+    needs no lookup.
 
     Fusion models read one vote per deployed classifier on every trial, so the common
     forms (a bare label, a list of scores, a plain dict) are tested by exact type first.
@@ -212,7 +216,7 @@ def read_votes(
         else:  # the slow way, which names the bad score
             for r, vote in zip(listed_r, listed_v, strict=True):
                 scores[r] = read_numbers(vote, indexed_path(paths[r][0]))
-    if mapped_r and not _put_mappings(scores, mapped_r, mapped_v, fast):
+    if mapped_r and not _put_mappings(scores, mapped_r, mapped_v, fast, keys_in_order):
         for r, vote in zip(mapped_r, mapped_v, strict=True):  # the slow way, naming the fault
             scores[r] = 0.0
             _read_mapping_vote(vote, paths[r][0], scores[r], class_key)
@@ -220,11 +224,27 @@ def read_votes(
 
 
 def _put_mappings(
-    scores: np.ndarray, rows: list[int], votes: list[dict[Any, Any]], classes: Mapping[Any, int]
+    scores: np.ndarray,
+    rows: list[int],
+    votes: list[dict[Any, Any]],
+    classes: Mapping[Any, int],
+    keys_in_order: tuple[str, ...] | None = None,
 ) -> bool:
     """Write ``{label: score}`` votes into their rows of ``scores`` in one pass; False
     (nothing written) when one is not plainly valid: :func:`_read_mapping_vote` then says
     what is wrong."""
+    if keys_in_order is not None and all(tuple(vote) == keys_in_order for vote in votes):
+        # a score for every label, in class order: the rows whole, no lookup
+        flat = [v for vote in votes for v in vote.values()]
+        if set(map(type, flat)) <= _FAST_NUMBERS:
+            try:
+                arr = np.array(flat, dtype=np.float64)
+            except OverflowError:
+                return False
+            if not np.isfinite(arr).all():
+                return False
+            scores[rows] = arr.reshape(len(votes), scores.shape[1])
+            return True
     labels = [label for vote in votes for label in vote]
     cs = [
         classes.get(label) if type(label) is str or type(label) is int else None for label in labels

@@ -144,6 +144,10 @@ class InputSpace:
         self._normalize, self._threshold = "raw", False
         self._class: dict[Any, int] = {v: c for c, v in enumerate(self.labels)}
         self._class.update({str(v): c for c, v in enumerate(self.labels) if isinstance(v, int)})
+        # the labels as JSON object keys, in class order (None: a label has no such key)
+        keys = tuple(v if isinstance(v, str) else str(v) for v in self.labels)
+        exact = all(self._class.get(key) == c for c, key in enumerate(keys))
+        self._keys_in_order = keys if exact and len(set(keys)) == self._k else None
         self.attributes = None if attributes is None else self._read_attributes(attributes)
         self.experts = None if experts is None else self._read_experts(experts)
         self._s = len(self._split)
@@ -497,7 +501,12 @@ class InputSpace:
 
     def _encode_votes(self, votes: Any) -> Experts:
         rows, paths, scores = read_votes(
-            votes, self._expert_index, self._class_key, self.labels, self._class
+            votes,
+            self._expert_index,
+            self._class_key,
+            self.labels,
+            self._class,
+            self._keys_in_order,
         )
         scores = normalise_votes(scores, paths, self._normalize, self.labels)
         experts = np.array(rows, dtype=np.int64)

@@ -796,3 +796,39 @@ def test_score_mappings_read_in_one_pass_as_one_by_one(
 
     one_by_one = {name: types.MappingProxyType(vote) for name, vote in votes.items()}
     assert outcome(votes) == outcome(one_by_one)
+
+
+@st.composite
+def full_mappings(draw: st.DrawFn, labels: list[Any]) -> dict[Any, Any]:
+    """A score for every label (as deployed classifiers post them), the keys in class
+    order or not, as strings or (for integer labels) not, the scores now and then bad."""
+    keys = [str(lab) for lab in labels]
+    if draw(st.booleans()):
+        keys = draw(st.permutations(keys))
+    if isinstance(labels[0], int) and draw(st.booleans()):
+        keys = [int(k) for k in keys]
+    scores = st.floats(-10, 10) if draw(st.booleans()) else MAPPING_SCORES
+    return {k: draw(scores) for k in keys}
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), labels=st.sampled_from([["l0", "l1", "l2"], [0, 1, 2], [7, 3, 5]]))
+def test_full_score_mappings_in_class_order_read_as_one_by_one(
+    data: st.DataObject, labels: list[Any]
+) -> None:
+    """Votes giving every label a score in class order skip the label lookups: the same
+    instance (or the same error) as reading each vote on its own."""
+    normalize = data.draw(st.sampled_from(["raw", "sum-to-one", "rank", "argmax"]))
+    names = ["e0", "e1", "e2"]
+    space = InputSpace(labels, experts={"expert_names": names, "normalize": normalize})
+    votes = {n: data.draw(full_mappings(labels)) for n in data.draw(st.permutations(names))}
+
+    def outcome(payload: Any) -> Any:
+        try:
+            x = space.encode({"experts": payload}, "experts")
+        except InvalidInstance as e:
+            return str(e)
+        return (x.expert.tolist(), x.cls.tolist(), x.value.tolist())
+
+    one_by_one = {name: types.MappingProxyType(vote) for name, vote in votes.items()}
+    assert outcome(votes) == outcome(one_by_one)
