@@ -128,6 +128,7 @@ class LiveModel:
             except (InvalidState, orjson.JSONDecodeError) as e:
                 raise CorruptData(f"model {name!r}: snapshot at version {version}: {e}") from None
         self.labels = self.space.labels
+        self.label_keys = [str(lab) for lab in self.labels]  # the keys of answered scores
         self.k = len(self.labels)
         self.size = self.space.size(self.form)
         self.ttl_ms = int(config["label_ttl"] * 1000)

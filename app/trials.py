@@ -130,7 +130,7 @@ class TrialCalls:
             raise BadInput(field, str(e)) from None
 
     def _scores(self, m: LiveModel, s: np.ndarray) -> dict[str, float]:
-        return {str(lab): float(v) for lab, v in zip(m.labels, s.tolist(), strict=True)}
+        return dict(zip(m.label_keys, s.tolist(), strict=True))
 
     # -- predict ----------------------------------------------------------------------
 
