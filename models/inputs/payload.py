@@ -152,6 +152,11 @@ def read_votes(
     elif not isinstance(votes, Mapping):
         raise InvalidInstance(f"experts is {show(votes)}: expected an object {{expert name: vote}}")
     k = len(labels)
+    fast = classes or {}
+    if type(votes) is dict and votes:
+        got = _read_alike(votes, expert_index, k, fast, keys_in_order)
+        if got is not None:
+            return got
     rows: list[int] = []
     named: list[str] = []  # the voting experts' names, for the paths below
     listed_at: set[int] = set()  # rows given as lists (their errors name an index)
@@ -162,7 +167,6 @@ def read_votes(
     listed_v: list[Any] = []
     mapped_r: list[int] = []  # {label: score} objects, converted all at once below
     mapped_v: list[dict[Any, Any]] = []
-    fast = classes or {}
     for name, vote in votes.items():
         i = expert_index.get(name, -1) if type(name) is str else -1
         if i < 0:
@@ -223,6 +227,50 @@ def read_votes(
     return rows, paths, scores[: len(rows)]
 
 
+def _read_alike(
+    votes: dict[Any, Any],
+    expert_index: Mapping[str, int],
+    k: int,
+    classes: Mapping[Any, int],
+    keys_in_order: tuple[str, ...] | None,
+) -> tuple[list[int], list[tuple[str, bool]], np.ndarray] | None:
+    """:func:`read_votes` of votes all of one plain form (as one classifier fleet posts
+    them: every vote a list of k numbers, or every vote a non-empty object) from known
+    experts, in one pass; None when they are not, for the general reading (which also
+    names what is wrong)."""
+    values = list(votes.values())
+    kinds = set(map(type, values))
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind is not list and kind is not dict:  # bare labels: the general reading is as quick
+        return None
+    names = list(votes)
+    rows = [expert_index.get(n, -1) if type(n) is str else -1 for n in names]
+    if -1 in rows:
+        return None
+    n = len(values)
+    if kind is list:
+        if any(len(v) != k for v in values):
+            return None
+        flat = [x for v in values for x in v]
+        if not set(map(type, flat)) <= _FAST_NUMBERS:
+            return None
+        try:
+            scores = np.array(flat, dtype=np.float64).reshape(n, k)
+        except OverflowError:
+            return None
+        if not np.isfinite(scores).all():
+            return None
+        return rows, [(f"experts.{name}", True) for name in names], scores
+    if not all(values):
+        return None
+    scores = np.zeros((n, k))
+    if not _put_mappings(scores, list(range(n)), values, classes, keys_in_order):
+        return None
+    return rows, [(f"experts.{name}", False) for name in names], scores
+
+
 def _put_mappings(
     scores: np.ndarray,
     rows: list[int],
@@ -258,8 +306,12 @@ def _put_mappings(
         return False
     if not np.isfinite(arr).all():
         return False
+    k = scores.shape[1]
+    if len(cs) == len(votes):  # one label each (a classifier's top label and its score)
+        scores.reshape(-1)[[r * k + c for r, c in zip(rows, cs, strict=True)]] = arr
+        return True
     r = np.repeat(np.array(rows, dtype=np.int64), [len(vote) for vote in votes])
-    flat = r * scores.shape[1] + np.array(cs, dtype=np.int64)
+    flat = r * k + np.array(cs, dtype=np.int64)
     ordered = np.sort(flat)  # (np.unique hashes: far slower on arrays this small)
     if (ordered[1:] == ordered[:-1]).any():  # two keys of one vote name the same class
         return False

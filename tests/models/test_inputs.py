@@ -832,3 +832,43 @@ def test_full_score_mappings_in_class_order_read_as_one_by_one(
 
     one_by_one = {name: types.MappingProxyType(vote) for name, vote in votes.items()}
     assert outcome(votes) == outcome(one_by_one)
+
+
+@st.composite
+def alike_votes(draw: st.DrawFn, labels: list[Any], names: list[str]) -> dict[Any, Any]:
+    """Votes all of one form (lists of scores, or objects), as a fleet of classifiers
+    posts them, now and then with something wrong: a wrong length, a bad score, an
+    unknown expert or label, an empty object."""
+    k = len(labels)
+    score = st.floats(-10, 10) if draw(st.booleans()) else MAPPING_SCORES
+    voters = draw(st.lists(st.sampled_from([*names, "nobody"]), unique=True, max_size=4))
+    if not draw(st.booleans()):
+        voters = [v for v in voters if v != "nobody"]
+    if draw(st.booleans()):
+        length = st.just(k) if draw(st.booleans()) else st.integers(0, k + 1)
+        return {v: [draw(score) for _ in range(draw(length))] for v in voters}
+    keys = st.sampled_from([*map(str, labels), "unknown!"])
+    return {v: draw(st.dictionaries(keys, score, max_size=k)) for v in voters}
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), labels=st.sampled_from([["l0", "l1", "l2"], [0, 1, 2]]))
+def test_votes_all_of_one_form_read_as_by_the_general_reading(
+    data: st.DataObject, labels: list[Any]
+) -> None:
+    """Votes all lists or all objects are read in one pass: the same instance, or the
+    same error, as the general reading of each vote (a read-only mapping of votes takes
+    that path)."""
+    normalize = data.draw(st.sampled_from(["raw", "sum-to-one", "rank", "argmax"]))
+    names = ["e0", "e1", "e2"]
+    space = InputSpace(labels, experts={"expert_names": names, "normalize": normalize})
+    votes = data.draw(alike_votes(labels, names))
+
+    def outcome(payload: Any) -> Any:
+        try:
+            x = space.encode({"experts": payload}, "experts")
+        except InvalidInstance as e:
+            return str(e)
+        return (x.expert.tolist(), x.cls.tolist(), x.value.tolist())
+
+    assert outcome(votes) == outcome(types.MappingProxyType(votes))
