@@ -22,7 +22,7 @@ from app.guard import Guard
 from app.limits import BodyLimit, Busy
 from app.logs import dump_stacks_on_sigusr1
 from app.metrics import RequestMetrics
-from app.routers import dashboard, health, keys, metrics, models, stats, stream, trials
+from app.routers import dashboard, docs, health, keys, metrics, models, stats, stream, trials
 from app.routers._lean import add_components
 from app.service import ModelService
 from app.status import MAPPED, error_body
@@ -96,6 +96,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="On-line learning service: Winnow-family learners and live classifier fusion",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by app.routers.docs, with their assets
+        redoc_url=None,
         **fastapi_options(settings),
     )
     # outermost last: metrics see every answer; CORS answers preflights before the guard
@@ -120,6 +122,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(stream.router)
     app.include_router(keys.router)
     app.include_router(dashboard.router)
+    app.include_router(docs.router)
 
     async def mapped(request: Request, e: Exception) -> Response:
         code, body, headers = error_body(e)
