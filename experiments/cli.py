@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,14 +36,16 @@ def _jobs(args: argparse.Namespace, noises: Sequence[float], curves: bool) -> li
 
 def table1(args: argparse.Namespace) -> int:
     """Run the §5.2 protocol and print Table I (or its JSON document with ``--json``)."""
+    start = time.perf_counter()
     try:
         results = run_jobs(_jobs(args, args.noise, curves=False), args.workers)
     except RunFailed as exc:
         print(f"committee experiment table1: {exc}", file=sys.stderr)
         return 1
+    seconds = time.perf_counter() - start
     rows = [summarise(results, p) for p in args.noise]
     if args.json:
-        print(json.dumps({"rows": rows}))
+        print(json.dumps({"rows": rows, "seconds": round(seconds, 3)}))
     else:
         print(
             f"{args.runs} runs of {args.trials} trials, {args.test} test instances, "

@@ -75,16 +75,25 @@ def best_member(errors: np.ndarray, family: str) -> int:
 
 
 def summarise(results: Sequence[RunResult], noise: float) -> dict[str, Any]:
-    """One JSON row of Table I: VR-Combine and the best (lowest mean) of AR-B, A-B and B."""
+    """One JSON row of Table I: VR-Combine's final error and mean on-line mistakes, the
+    best (lowest mean) of AR-B, A-B and B, and every learner's mean final error."""
     runs = [r for r in results if r.noise == noise]
     errors = np.array([r.errors for r in runs])
     names = member_names()
     m, hw = mean_half_width(np.array([r.vr_error for r in runs]))
-    row: dict[str, Any] = {"noise": noise, "vr_combine": {"mean": m, "half_width": hw}}
+    online = float(np.mean([r.vr_mistakes for r in runs]))
+    row: dict[str, Any] = {
+        "noise": noise,
+        "vr_combine": {"mean": m, "half_width": hw, "online_mistakes": online},
+    }
     for key, family in (("best_ar", "AR-B"), ("best_a", "A-B"), ("best_b", "B")):
         best = best_member(errors, family)
         m, hw = mean_half_width(errors[:, best])
         row[key] = {"name": names[best], "mean": m, "half_width": hw}
+    row["learners"] = {}
+    for j, name in enumerate(names):
+        m, hw = mean_half_width(errors[:, j])
+        row["learners"][name] = {"mean": m, "half_width": hw}
     return row
 
 

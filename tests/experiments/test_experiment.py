@@ -145,12 +145,23 @@ def test_table1_json_reduced_run_orders_the_families():
         "--noise", ",".join(map(str, noises)), "--workers", "2", "--json",
     ).stdout  # fmt: skip
     doc = json.loads(out)  # the whole of stdout is one document
-    assert set(doc) == {"rows"}
+    assert set(doc) == {"rows", "seconds"} and doc["seconds"] > 0
     assert [row["noise"] for row in doc["rows"]] == list(noises)
     members = member_names()
     for row in doc["rows"]:
-        assert set(row) == {"noise", "vr_combine", "best_ar", "best_a", "best_b"}
-        assert set(row["vr_combine"]) == {"mean", "half_width"}
+        assert set(row) == {"noise", "vr_combine", "best_ar", "best_a", "best_b", "learners"}
+        assert set(row["vr_combine"]) == {"mean", "half_width", "online_mistakes"}
+        # on-line mistakes: at least the noisy trials' share, at most every trial
+        assert 1500 * row["noise"] * 0.5 <= row["vr_combine"]["online_mistakes"] <= 1500
+        assert list(row["learners"]) == members
+        for entry in row["learners"].values():
+            assert set(entry) == {"mean", "half_width"} and 0.0 <= entry["mean"] <= 1.0
+        for key in ("best_ar", "best_a", "best_b"):  # each best is its learner's figure
+            best = row[key]
+            assert row["learners"][best["name"]] == {
+                "mean": best["mean"],
+                "half_width": best["half_width"],
+            }
         for key, prefix in (("best_ar", "AR-"), ("best_a", "A-"), ("best_b", "")):
             entry = row[key]
             assert set(entry) == {"name", "mean", "half_width"}
