@@ -31,7 +31,6 @@ days, the ratio is the result. Run: ``python bench/cluster.py [--quick] [--secon
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import sys
 import tempfile
@@ -44,7 +43,8 @@ from pathlib import Path
 import httpx
 from _service_load import Plan, Result
 from _service_load import run as run_plan
-from service import Server, Stream, fusion_spec, post, uvicorn
+from service import Server, Stream, fusion_spec, phase_options, post, uvicorn
+from service import line as service_line
 
 from storage.cluster_server import LocalSentinel, RedisCluster
 
@@ -113,12 +113,7 @@ def start_topology(
 
 
 def line(name: str, value: float, digits: int = 2) -> str:
-    text = f"{name}: {value:.{digits}f}"
-    if name in TARGETS:
-        op, bound = TARGETS[name]
-        met = value >= bound if op == ">=" else value <= bound
-        text += f" (target {op} {bound:g}: {'met' if met else 'MISSED'})"
-    return text
+    return service_line(name, value, digits, TARGETS)
 
 
 def spread(results: list[Result]) -> str:
@@ -129,18 +124,8 @@ def spread(results: list[Result]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short phases, one round: a smoke run")
-    parser.add_argument("--seconds", type=float, default=None, help="timed seconds per phase (4)")
-    parser.add_argument("--warmup", type=float, default=None, help="seconds before each (1)")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds, best kept (3)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    seconds = args.seconds if args.seconds is not None else (0.5 if args.quick else 4.0)
-    warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0)
-    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
-    if seconds <= 0 or warmup < 0 or rounds < 1:
-        parser.error("--seconds must be > 0, --warmup >= 0 and --rounds >= 1")
+    args = phase_options(__doc__.split("\n\n")[0], argv, 4.0)
+    seconds, warmup, rounds = args.seconds, args.warmup, args.rounds
     stream = Stream.fusion(4_000, EXPERTS, LABELS, args.seed)
     paths = [f"/v1/models/m{m}/learn" for m in range(MODELS)]
 

@@ -381,28 +381,57 @@ class Runner:
         return max(self.results[name], key=lambda r: r.rate)
 
 
-def line(name: str, value: float, digits: int = 2) -> str:
+def line(
+    name: str, value: float, digits: int = 2, targets: dict[str, tuple[str, float]] | None = None
+) -> str:
+    """``name: value``, with its target and whether it was met when it has one."""
+    targets = TARGETS if targets is None else targets
     text = f"{name}: {value:.{digits}f}"
-    if name in TARGETS:
-        op, bound = TARGETS[name]
+    if name in targets:
+        op, bound = targets[name]
         met = value >= bound if op == ">=" else value <= bound
         text += f" (target {op} {bound:g}: {'met' if met else 'MISSED'})"
     return text
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+@dataclass
+class Phases:
+    """How long each timed phase runs, after how long a warm-up, over how many rounds."""
+
+    quick: bool
+    seconds: float
+    warmup: float
+    rounds: int
+    seed: int
+
+
+def phase_options(description: str, argv: Sequence[str] | None, seconds: float) -> Phases:
+    """The command line shared by the benchmarks that time phases (``seconds`` by
+    default; ``--quick``: short phases, one round)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="short phases, one round: a smoke run")
-    parser.add_argument("--seconds", type=float, default=None, help="timed seconds per phase (3)")
+    parser.add_argument(
+        "--seconds", type=float, default=None, help=f"timed seconds per phase ({seconds:g})"
+    )
     parser.add_argument("--warmup", type=float, default=None, help="seconds before each (1)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds, best kept (3)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    seconds = args.seconds if args.seconds is not None else (0.5 if args.quick else 3.0)
-    warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0)
-    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
-    if seconds <= 0 or warmup < 0 or rounds < 1:
+    got = Phases(
+        args.quick,
+        args.seconds if args.seconds is not None else (0.5 if args.quick else seconds),
+        args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0),
+        args.rounds if args.rounds is not None else (1 if args.quick else 3),
+        args.seed,
+    )
+    if got.seconds <= 0 or got.warmup < 0 or got.rounds < 1:
         parser.error("--seconds must be > 0, --warmup >= 0 and --rounds >= 1")
+    return got
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = phase_options(__doc__.split("\n\n")[0], argv, 3.0)
+    seconds, warmup, rounds = args.seconds, args.warmup, args.rounds
     trials = 2_000 if args.quick else 20_000
     batch_trials = 5_000 if args.quick else 50_000
 

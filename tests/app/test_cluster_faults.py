@@ -10,7 +10,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,23 @@ class RetryingLoad:
         self.retries = 0
         self.transport: list[str] = []
         self.stop = asyncio.Event()
+
+    def run_through(self, fault: Callable[[], Awaitable[None]], first: float = 2.0) -> None:
+        """Run the clients; ``first`` seconds in, ``fault``; 2 s after it returns, stop.
+        Every request answered as expected, within 120 s in all."""
+
+        async def run() -> None:
+            clients = [asyncio.ensure_future(self.client(i)) for i in range(CLIENTS)]
+            await asyncio.sleep(first)
+            await fault()
+            await asyncio.sleep(2.0)
+            self.stop.set()
+            await asyncio.gather(*clients)
+
+        start = time.monotonic()
+        asyncio.run(run())
+        assert time.monotonic() - start < 120
+        assert self.unexpected == [], (self.unexpected[:5], self.transport[:5])
 
     async def send(self, c: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Any:
         for _ in range(200):
@@ -140,22 +157,14 @@ def test_a_primary_killed_mid_load_loses_no_acknowledged_trial(
         load = RetryingLoad([a.url, b.url], name, seed=3)
         victim = cluster.primary_of_key(Keys(prefix, name).meta)
 
-        async def run() -> None:
-            clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
-            await asyncio.sleep(2.0)
+        async def fault() -> None:
             os.kill(cluster.processes[victim].pid, signal.SIGKILL)
             # its replica takes over; until the killed node is back as the new primary's
             # replica, no write can be confirmed replicated and each is a 503
             await asyncio.sleep(3.0)
             await asyncio.to_thread(cluster.restart, victim)
-            await asyncio.sleep(2.0)
-            load.stop.set()
-            await asyncio.gather(*clients)
 
-        start = time.monotonic()
-        asyncio.run(run())
-        assert time.monotonic() - start < 120
-        assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
+        load.run_through(fault)
         assert load.retries > 0  # the failover was felt
         assert cluster.primary_of_key(Keys(prefix, name).meta) != victim
         state = agreed_state(c, [a, b], name)
@@ -180,20 +189,12 @@ def test_through_sentinel_a_primary_killed_mid_load_loses_no_acknowledged_trial(
         victim = sentinel.primary_port()
         promoted: list[int] = []
 
-        async def run() -> None:
-            clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
-            await asyncio.sleep(2.0)
+        async def fault() -> None:
             sentinel.kill(victim)
             promoted.append(await asyncio.to_thread(sentinel.wait_failover, victim))
             await asyncio.to_thread(sentinel.restart, victim)
-            await asyncio.sleep(2.0)
-            load.stop.set()
-            await asyncio.gather(*clients)
 
-        start = time.monotonic()
-        asyncio.run(run())
-        assert time.monotonic() - start < 120
-        assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
+        load.run_through(fault)
         assert load.retries > 0  # the failover was felt
         assert promoted == [sentinel.replica] and sentinel.primary_port() == sentinel.replica
         state = agreed_state(c, [a, b], name)
@@ -221,18 +222,12 @@ def test_a_busy_models_slot_moves_mid_load_and_nothing_is_lost_or_doubled(
         target = next(p for p in cluster.primaries() if p != source)
         moved: list[int] = []
 
-        async def run() -> None:
-            clients = [asyncio.ensure_future(load.client(i)) for i in range(CLIENTS)]
-            await asyncio.sleep(1.5)
+        async def fault() -> None:
             moved.append(
                 await asyncio.to_thread(cluster.migrate_slot, slot, target, batch=5, pause=0.05)
             )
-            await asyncio.sleep(1.5)
-            load.stop.set()
-            await asyncio.gather(*clients)
 
-        asyncio.run(run())
-        assert load.unexpected == [], (load.unexpected[:5], load.transport[:5])
+        load.run_through(fault, first=1.5)
         assert cluster.primary_of_slot(slot) == target and moved[0] > 0
         state = agreed_state(c, [a, b], name)
     check_replay(url, prefix, name, state, load)

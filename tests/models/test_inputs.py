@@ -758,6 +758,15 @@ def test_random_invalid_payloads_raise_invalid_instance(data: st.DataObject) -> 
             space.encode(payload, form)
 
 
+def encoded_or_error(space: InputSpace, votes: Any) -> Any:
+    """What ``votes`` encode to (as lists), or the message of the error they raise."""
+    try:
+        x = space.encode({"experts": votes}, "experts")
+    except InvalidInstance as e:
+        return str(e)
+    return (x.expert.tolist(), x.cls.tolist(), x.value.tolist())
+
+
 MAPPING_KEYS = st.one_of(
     st.sampled_from(["l0", "l1", "l2", "0", "1", "2", "unknown!"]), st.integers(-1, 3)
 )
@@ -787,15 +796,8 @@ def test_score_mappings_read_in_one_pass_as_one_by_one(
     error naming the same field."""
     space = InputSpace(labels, experts={"expert_names": ["e0", "e1", "e2"], "normalize": normalize})
 
-    def outcome(payload: Any) -> Any:
-        try:
-            x = space.encode({"experts": payload}, "experts")
-        except InvalidInstance as e:
-            return str(e)
-        return (x.expert.tolist(), x.cls.tolist(), x.value.tolist())
-
     one_by_one = {name: types.MappingProxyType(vote) for name, vote in votes.items()}
-    assert outcome(votes) == outcome(one_by_one)
+    assert encoded_or_error(space, votes) == encoded_or_error(space, one_by_one)
 
 
 @st.composite
@@ -823,15 +825,8 @@ def test_full_score_mappings_in_class_order_read_as_one_by_one(
     space = InputSpace(labels, experts={"expert_names": names, "normalize": normalize})
     votes = {n: data.draw(full_mappings(labels)) for n in data.draw(st.permutations(names))}
 
-    def outcome(payload: Any) -> Any:
-        try:
-            x = space.encode({"experts": payload}, "experts")
-        except InvalidInstance as e:
-            return str(e)
-        return (x.expert.tolist(), x.cls.tolist(), x.value.tolist())
-
     one_by_one = {name: types.MappingProxyType(vote) for name, vote in votes.items()}
-    assert outcome(votes) == outcome(one_by_one)
+    assert encoded_or_error(space, votes) == encoded_or_error(space, one_by_one)
 
 
 @st.composite
@@ -864,11 +859,4 @@ def test_votes_all_of_one_form_read_as_by_the_general_reading(
     space = InputSpace(labels, experts={"expert_names": names, "normalize": normalize})
     votes = data.draw(alike_votes(labels, names))
 
-    def outcome(payload: Any) -> Any:
-        try:
-            x = space.encode({"experts": payload}, "experts")
-        except InvalidInstance as e:
-            return str(e)
-        return (x.expert.tolist(), x.cls.tolist(), x.value.tolist())
-
-    assert outcome(votes) == outcome(types.MappingProxyType(votes))
+    assert encoded_or_error(space, votes) == encoded_or_error(space, types.MappingProxyType(votes))
