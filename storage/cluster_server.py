@@ -255,13 +255,15 @@ class LocalSentinel(_Nodes):
                 (self.replica, ["--replicaof", "127.0.0.1", str(self.primary)]),
             ):
                 self._launch(binary, port, ["--appendonly", "yes", "--save", "", *extra])
+            # a primary is down after 2 s unanswered: less on a loaded 2-core machine
+            # fails over when nothing failed
             for port in self.sentinels:
                 conf = self.data_dir / str(port) / "sentinel.conf"
                 conf.parent.mkdir(parents=True, exist_ok=True)
                 conf.write_text(
                     f"port {port}\nbind 127.0.0.1\nsentinel resolve-hostnames no\n"
                     f"sentinel monitor {self.MASTER} 127.0.0.1 {self.primary} 2\n"
-                    f"sentinel down-after-milliseconds {self.MASTER} 1000\n"
+                    f"sentinel down-after-milliseconds {self.MASTER} 2000\n"
                     f"sentinel failover-timeout {self.MASTER} 3000\n"
                 )
                 self._launch(binary, port, [], conf=conf)
@@ -306,16 +308,25 @@ class LocalSentinel(_Nodes):
 
     def restart(self, port: int) -> None:
         """Start the Redis node on ``port`` again (after a kill), on its append-only file;
-        the sentinels make a former primary the new primary's replica. Returns once it
-        is one, in sync."""
+        the sentinels make a former primary the new primary's replica. Returns once the
+        pair is whole again: whichever the sentinels name primary (on a loaded machine
+        they may fail over again meanwhile), the other follows it, in sync."""
         self.processes.pop(port).wait()
         self._launch(find_redis_server(), port, ["--appendonly", "yes", "--save", ""])
 
-        def following() -> bool:
-            info = self.client(port).info("replication")
-            return bool(info["role"] == "slave" and info.get("master_link_status") == "up")
+        def whole() -> bool:
+            primary = self.primary_port()
+            if primary not in (self.primary, self.replica):
+                return False
+            other = self.replica if primary == self.primary else self.primary
+            info = self.client(other).info("replication")
+            return bool(
+                info["role"] == "slave"
+                and int(info.get("master_port", 0)) == primary
+                and info.get("master_link_status") == "up"
+            )
 
-        self._await(following, f"node {port} to follow the new primary")
+        self._await(whole, f"node {port} back, and a replica following the primary")
 
     def wait_failover(self, old: int, timeout: float = 30.0) -> int:
         """The new primary's port once the sentinels name another and it says so."""

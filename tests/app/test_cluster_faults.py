@@ -196,9 +196,11 @@ def test_through_sentinel_a_primary_killed_mid_load_loses_no_acknowledged_trial(
 
         load.run_through(fault)
         assert load.retries > 0  # the failover was felt
-        assert promoted == [sentinel.replica] and sentinel.primary_port() == sentinel.replica
+        assert promoted == [sentinel.replica]
         state = agreed_state(c, [a, b], name)
-    check_replay(f"redis://127.0.0.1:{promoted[0]}/0", prefix, name, state, load)
+        # (on a loaded machine the sentinels may have failed over again since)
+        now = sentinel.primary_port()
+    check_replay(f"redis://127.0.0.1:{now}/0", prefix, name, state, load)
 
 
 def test_a_busy_models_slot_moves_mid_load_and_nothing_is_lost_or_doubled(
