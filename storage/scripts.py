@@ -1,7 +1,7 @@
 """The Lua scripts that make each trial one atomic Redis step.
 
 Every trial script takes the same fixed keys, all of one model, built by
-:meth:`storage.keys.Keys.for_trials`::
+:meth:`storage.keys.Keys.all_fixed`, then the keys of the call::
 
     KEYS[1] meta   KEYS[2] log   KEYS[3] snapshot   KEYS[4] pending   KEYS[5] trials
     KEYS[6] curve  KEYS[7] window     KEYS[8] summary
