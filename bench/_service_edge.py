@@ -6,16 +6,24 @@ calls' fast path a dispatcher that matches the same paths, reads the body the sa
 parses it with orjson and answers a small orjson object: what any request to the service
 costs before its model is touched, so the service's throughput over this one is the share
 of its own ceiling it reaches. ``POST /parse/learn/batch`` parses a batch and answers its
-item count. Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
+item count.
+
+The service reads statistics through a FastAPI route (``app/routers/stats.py``), and so
+does the edge: ``GET /v1/models/{name}/stats`` answers, written by orjson, the document
+last given to ``PUT /edge/stats`` (a real answer of the service, so that both write the
+same document), with nothing read behind it.
+
+Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
 """
 
 from __future__ import annotations
 
 import re
 from types import SimpleNamespace
+from typing import Any
 
 import orjson
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.config import Settings
@@ -73,5 +81,17 @@ def create() -> FastAPI:
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    stats: dict[str, Any] = {}
+
+    @app.put("/edge/stats")
+    async def set_stats(request: Request) -> dict[str, int]:
+        stats.clear()
+        stats.update(orjson.loads(await request.body()))
+        return {"fields": len(stats)}
+
+    @app.get("/v1/models/{name}/stats")
+    async def read_stats(name: str) -> Response:
+        return Response(orjson.dumps({**stats, "name": name}), media_type="application/json")
 
     return app

@@ -15,7 +15,13 @@ Two clients, chosen per plan:
     one ``httpx.AsyncClient`` whose pool holds as many connections as there are clients.
 
 Each client sends its next request as soon as the previous answer is read (no pacing);
-a latency is counted when its request completes inside the window.
+a latency is counted when its request completes inside the window. A plan with a
+``count`` measures that many requests instead: those sent after the warm-up, the window
+closing when the last of them is answered.
+
+A plan may carry a :class:`Background`: requests sent at a fixed rate (open loop, each at
+its own scheduled time, on connections of its own and always by the raw client) from the
+start of the warm-up until the measured clients are done.
 """
 
 from __future__ import annotations
@@ -37,6 +43,17 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
+class Background:
+    """Requests at a steady ``rate`` per second beside a plan's clients."""
+
+    path: str
+    bodies: list[bytes]
+    rate: float
+    # enough that an answer slower than connections / rate seconds delays no later request
+    connections: int = 16
+
+
+@dataclass
 class Plan:
     port: int
     path: str
@@ -54,6 +71,9 @@ class Plan:
     # request i goes to ``paths[i % len]`` (empty: ``port`` and ``path`` alone)
     ports: list[int] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    method: str = "POST"  # GET sends no body (give one empty body)
+    count: int = 0  # > 0: measure exactly this many requests; ``seconds`` is then unused
+    background: Background | None = None
 
 
 @dataclass
@@ -67,6 +87,7 @@ class Result:
     errors: int
     first_error: str
     cpu: dict[str, float]  # "generator", each watched name, "others" -> CPU seconds in window
+    background_rate: float = 0.0  # background requests answered per second in the window
 
     @property
     def rate(self) -> float:
@@ -107,14 +128,23 @@ class _Load:
         self.errors = 0
         self.first_error = ""
         self.start = time.perf_counter()
-        self.window = (self.start + plan.warmup, self.start + plan.warmup + plan.seconds)
+        # a counted plan's window stays open until its last request is answered
+        length = math.inf if plan.count else plan.seconds
+        self.window = (self.start + plan.warmup, self.start + plan.warmup + length)
         self.last = self.window[0]
+        self.counted = 0  # requests of a counted plan sent after the warm-up
+        self.closed = asyncio.Event()  # set when the window closes
+        self.background = 0  # background requests answered inside the window
+        self.finished = False  # the measured clients are done: the background stops
         self.cpu: dict[str, float] = {}
 
     def next_body(self) -> tuple[str, bytes] | None:
         """The next request's path and body (None: the window is over or the bodies ran out)."""
-        if time.perf_counter() >= self.window[1]:
+        now = time.perf_counter()
+        if now >= self.window[1] or self.counted >= self.plan.count > 0:
             return None
+        if now >= self.window[0]:
+            self.counted += 1
         body = next(self.source, None)
         if body is None:
             self.exhausted = True
@@ -130,12 +160,23 @@ class _Load:
         now = time.perf_counter()
         reject = self.plan.reject
         if status != 200 or (reject is not None and reject in data):
-            self.errors += 1
-            if not self.first_error:
-                self.first_error = f"{status}: {data[:300]!r}"
-        if self.window[0] <= now <= self.window[1]:
+            self.error(status, data)
+        if self.plan.count:
+            # counted by when it was sent; the window closes with the last one's answer
+            if sent >= self.window[0] and len(self.latencies) < self.plan.count:
+                self.latencies.append(now - sent)
+                self.last = now
+                if len(self.latencies) == self.plan.count:
+                    self.window = (self.window[0], now)
+                    self.closed.set()
+        elif self.window[0] <= now <= self.window[1]:
             self.latencies.append(now - sent)
             self.last = now
+
+    def error(self, status: int, data: bytes) -> None:
+        self.errors += 1
+        if not self.first_error:
+            self.first_error = f"{status}: {data[:300]!r}"
 
     async def watch_cpu(self) -> None:
         """CPU seconds of this process, the watched ones and all others over the window."""
@@ -151,7 +192,10 @@ class _Load:
 
         await asyncio.sleep(max(0.0, self.window[0] - time.perf_counter()))
         before = read()
-        await asyncio.sleep(max(0.0, self.window[1] - time.perf_counter()))
+        if self.plan.count:
+            await self.closed.wait()
+        else:
+            await asyncio.sleep(max(0.0, self.window[1] - time.perf_counter()))
         after = read()
         self.cpu = {name: after[name] - before[name] for name in names}
         self.cpu["others"] = max(0.0, after["all"] - before["all"] - sum(self.cpu.values()))
@@ -160,9 +204,10 @@ class _Load:
         lat = np.asarray(self.latencies) * 1000
         p50, p99 = np.percentile(lat, [50, 99]).tolist() if lat.size else (float("nan"),) * 2
         end = self.last if self.exhausted else self.window[1]
+        seconds = max(end - self.window[0], 1e-9)
         return Result(
             requests=len(self.latencies),
-            seconds=max(end - self.window[0], 1e-9),
+            seconds=seconds,
             p50_ms=p50,
             p99_ms=p99,
             issued=self.issued,
@@ -170,51 +215,99 @@ class _Load:
             errors=self.errors,
             first_error=self.first_error,
             cpu=self.cpu,
+            background_rate=self.background / seconds,
         )
+
+
+class _Connection:
+    """One keep-alive HTTP/1.1 connection sending pre-built request heads."""
+
+    def __init__(self, port: int, headers: dict[str, str], method: str) -> None:
+        self.port = port
+        self.method = method
+        extra = "".join(f"{name}: {v}\r\n" for name, v in headers.items())
+        self.rest = f" HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{extra}".encode()
+        if method != "GET":
+            self.rest += b"content-type: application/json\r\ncontent-length: "
+        self.heads: dict[str, bytes] = {}
+
+    async def __aenter__(self) -> _Connection:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.writer.close()
+
+    async def send(self, path: str, body: bytes) -> tuple[int, bytes]:
+        """Send one request and read its answer: (status, body)."""
+        head = self.heads.get(path)
+        if head is None:
+            head = self.heads[path] = f"{self.method} {path}".encode() + self.rest
+        if self.method == "GET":
+            self.writer.write(head + b"\r\n")
+        else:
+            self.writer.write(b"%s%d\r\n\r\n%s" % (head, len(body), body))
+        await self.writer.drain()
+        got = await self.reader.readuntil(b"\r\n\r\n")
+        at = got.lower().find(b"\r\ncontent-length:")
+        if at < 0:
+            raise RuntimeError(f"answer without content-length: {got[:300]!r}")
+        length = int(got[at + 17 : got.index(b"\r\n", at + 2)])
+        return int(got[9:12]), await self.reader.readexactly(length)
 
 
 async def _raw_client(load: _Load, k: int) -> None:
     plan = load.plan
     port = plan.ports[k % len(plan.ports)] if plan.ports else plan.port
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    extra = "".join(f"{name}: {v}\r\n" for name, v in plan.headers.items())
-    rest = (
-        f" HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{extra}"
-        "content-type: application/json\r\ncontent-length: "
-    ).encode()
-    heads: dict[str, bytes] = {}
-    try:
+    async with _Connection(port, plan.headers, plan.method) as connection:
         while (request := load.next_body()) is not None:
             path, body = request
-            head = heads.get(path)
-            if head is None:
-                head = heads[path] = b"POST " + path.encode() + rest
             sent = time.perf_counter()
-            writer.write(b"%s%d\r\n\r\n%s" % (head, len(body), body))
-            await writer.drain()
-            got = await reader.readuntil(b"\r\n\r\n")
-            at = got.lower().find(b"\r\ncontent-length:")
-            if at < 0:
-                raise RuntimeError(f"answer without content-length: {got[:300]!r}")
-            length = int(got[at + 17 : got.index(b"\r\n", at + 2)])
-            data = await reader.readexactly(length)
-            load.done(sent, int(got[9:12]), data)
-    finally:
-        writer.close()
+            status, data = await connection.send(path, body)
+            load.done(sent, status, data)
+
+
+async def _paced_client(load: _Load, slots: Iterator[int], bodies: Iterator[bytes]) -> None:
+    """Send background request ``i`` at ``start + i / rate`` (at once when that has passed)."""
+    plan = load.plan
+    background = plan.background
+    assert background is not None
+    async with _Connection(plan.port, plan.headers, "POST") as connection:
+        while not load.finished:
+            await asyncio.sleep(
+                max(0.0, load.start + next(slots) / background.rate - time.perf_counter())
+            )
+            if load.finished:
+                break
+            status, data = await connection.send(background.path, next(bodies))
+            if status != 200:
+                load.error(status, data)
+            if load.window[0] <= time.perf_counter() <= load.window[1]:
+                load.background += 1
 
 
 async def _httpx_client(load: _Load, client: httpx.AsyncClient) -> None:
-    headers = {**load.plan.headers, "content-type": "application/json"}
+    plan = load.plan
+    headers = dict(plan.headers)
+    if plan.method != "GET":
+        headers["content-type"] = "application/json"
     while (request := load.next_body()) is not None:
         path, body = request
         sent = time.perf_counter()
-        r = await client.post(path, content=body, headers=headers)
+        r = await client.request(plan.method, path, content=body or None, headers=headers)
         load.done(sent, r.status_code, r.content)
 
 
 async def _run(plan: Plan) -> Result:
     load = _Load(plan)
     watcher = asyncio.ensure_future(load.watch_cpu())
+    paced: list[asyncio.Future[None]] = []
+    if plan.background is not None:
+        slots, bodies = itertools.count(), itertools.cycle(plan.background.bodies)
+        paced = [
+            asyncio.ensure_future(_paced_client(load, slots, bodies))
+            for _ in range(plan.background.connections)
+        ]
     if plan.client == "raw":
         await asyncio.gather(*(_raw_client(load, k) for k in range(plan.concurrency)))
     elif plan.client == "httpx":
@@ -228,6 +321,8 @@ async def _run(plan: Plan) -> Result:
             await asyncio.gather(*(_httpx_client(load, client) for _ in range(plan.concurrency)))
     else:
         raise ValueError(f"client must be 'raw' or 'httpx', got {plan.client!r}")
+    load.finished = True
+    await asyncio.gather(*paced)
     if load.exhausted:
         watcher.cancel()
         load.cpu = {name: float("nan") for name in ("generator", "others", *plan.watch)}

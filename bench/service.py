@@ -30,6 +30,12 @@ p50 / p99 latency of
   service's share of its edge's throughput, and their p99s, are the headline ratios;
 * ``learn/batch`` against the edge parsing the same batches and answering their item
   count (``batch_learn_vs_parse_only``);
+* the statistics read (``GET /v1/models/bw/stats``) while the model learns about 1,000
+  trials/s: single ``learn`` requests sent at that rate, open loop, from the start of the
+  warm-up to the end of the phase, beside 4 clients reading back to back; the same
+  number of reads (5,000; 500 with ``--quick``) and the same background learns go to the
+  edge, which answers the document the service answered just before, written by orjson
+  from a FastAPI route as the service's is. Their p99s: ``stats_p99_vs_edge_p99``;
 * ``predict`` on a second service process, the same in every way but that auth is on:
   every request carries an API key, checked, scoped and rate limited (limits far above
   the load, so that none is refused), against the first's ``predict`` in the same round
@@ -68,7 +74,7 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
-from _service_load import ID, Plan, Result
+from _service_load import ID, Background, Plan, Result
 from _service_load import run as run_plan
 
 from models.inputs.datasets import sparse_disjunction_stream
@@ -89,9 +95,12 @@ CONCURRENCY = 32
 BATCH_ITEMS = 1_000
 BATCH_CONCURRENCY = 2
 PRECREATE_ITEMS = 1_000  # items per /predict/batch when creating pending trials
+STATS_CONCURRENCY = 4  # clients reading statistics back to back
+STATS_LEARNS_PER_S = 1_000.0  # the learns the model takes meanwhile
 UVICORN = ["--host", "127.0.0.1", "--loop", "uvloop", "--http", "httptools"]
 UVICORN += ["--log-level", "warning", "--no-access-log"]
 EMPTY_BODY = b'{"name":"probe","value":1.5}'
+JSON = {"content-type": "application/json"}
 
 FUSION_SHAPES = {"6x10": (6, 10), "25x5": (25, 5)}  # experts x labels
 FUSION_ALPHA = 1.2
@@ -103,6 +112,7 @@ TARGETS = {
     "predict_p99_vs_edge_p99": ("<=", 2.0),
     "label_p99_vs_edge_p99": ("<=", 2.0),
     "learn_p99_vs_edge_p99": ("<=", 2.0),
+    "stats_p99_vs_edge_p99": ("<=", 2.0),
     "batch_learn_vs_parse_only": (">=", 0.5),
     "predict_vs_empty_endpoint": (">=", 0.5),
     "label_vs_empty_endpoint": (">=", 0.35),
@@ -284,7 +294,7 @@ def fusion_spec(name: str, n_experts: int, k: int) -> dict[str, object]:
 
 def post(http: httpx.Client, path: str, body: bytes | dict[str, object]) -> object:
     content = body if isinstance(body, bytes) else orjson.dumps(body)
-    r = http.post(path, content=content, headers={"content-type": "application/json"})
+    r = http.post(path, content=content, headers=JSON)
     if r.status_code not in (200, 201):
         raise RuntimeError(f"POST {path}: {r.status_code} {r.text[:500]}")
     return r.json()
@@ -368,9 +378,10 @@ class Runner:
             raise RuntimeError(f"{name}: ran out of request bodies after {result.issued}")
         self.results.setdefault(name, []).append(result)
         others = result.cpu["others"] / result.seconds
+        background = f", background {result.background_rate:,.0f} req/s" if plan.background else ""
         print(
             f"  {name}: {result.rate:,.0f} req/s, p50 {result.p50_ms:.2f} ms, "
-            f"p99 {result.p99_ms:.2f} ms, other processes {others:.2f} cores",
+            f"p99 {result.p99_ms:.2f} ms, other processes {others:.2f} cores{background}",
             file=sys.stderr,
             flush=True,
         )
@@ -433,6 +444,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = phase_options(__doc__.split("\n\n")[0], argv, 3.0)
     seconds, warmup, rounds = args.seconds, args.warmup, args.rounds
     trials = 2_000 if args.quick else 20_000
+    stats_reads = 500 if args.quick else 5_000
     batch_trials = 5_000 if args.quick else 50_000
 
     streams = {
@@ -490,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         http = stack.enter_context(httpx.Client(base_url=service.url, timeout=120.0))
         http_auth = stack.enter_context(httpx.Client(base_url=secured.url, timeout=120.0))
+        http_edge = stack.enter_context(httpx.Client(base_url=edge.url, timeout=120.0))
         pool = stack.enter_context(
             ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         )
@@ -523,8 +536,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         run.client = max(("raw", "httpx"), key=lambda c: run.best(f"empty_{c}").rate)
 
         def pending_needed() -> int:
-            """Pending trials enough for one label phase, with a margin."""
-            cap = run.best("empty").rate
+            """Pending trials enough for one label phase, with a margin. The fast path can
+            outrun the empty FastAPI endpoint, and one phase may meet a burst of load from
+            elsewhere that the next misses: the bound is the fastest of the empty endpoint
+            and the service's predict."""
+            kinds = ("empty", f"empty_{run.client}", "predict")
+            cap = max(r.rate for k in kinds for r in run.results.get(k, []))
             labels = [
                 r.rate for k in ("label", "label-10k", "label-1m") for r in run.results.get(k, [])
             ]
@@ -572,6 +589,27 @@ def main(argv: Sequence[str] | None = None) -> None:
                 bodies = stream.learn_bodies()
                 run(f"{side}learn_{shape}", server, f"{base}/learn", bodies, **watch)
 
+        def stats_round(k: int) -> None:
+            """The statistics read, the service's and its edge's, taking turns going first,
+            each beside the same paced learns."""
+            r = http.get(f"{base}/stats")
+            r.raise_for_status()
+            http_edge.put("/edge/stats", content=r.content, headers=JSON).raise_for_status()
+            learns = Background(f"{base}/learn", main_stream.learn_bodies(), STATS_LEARNS_PER_S)
+            sides = [(service, on_service, ""), (edge, on_edge, "edge_")][:: 1 - 2 * (k % 2)]
+            for server, watch, side in sides:
+                run(
+                    f"{side}stats",
+                    server,
+                    f"{base}/stats",
+                    [b""],
+                    method="GET",
+                    count=stats_reads,
+                    concurrency=STATS_CONCURRENCY,
+                    background=learns,
+                    **watch,
+                )
+
         base = "/v1/models/bw"
         for k in range(rounds):
             print(f"round {k + 1} of {rounds}", file=sys.stderr)
@@ -593,6 +631,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             bodies = label_bodies(trials)
             run("label", service, f"{base}/label", bodies, cycle=False, **on_service)
             run("learn", service, f"{base}/learn", main_stream.learn_bodies(), **on_service)
+            stats_round(k)
             run(
                 "batch_learn",
                 service,
@@ -688,6 +727,19 @@ def report(run: Runner, rounds: int) -> None:
             worst.setdefault(op, []).append(ratio)
             worst.setdefault(f"{op}_p99", []).append(ours.p99_ms / theirs.p99_ms)
     print()
+    ours, theirs = run.best("stats"), run.best("edge_stats")
+    print(
+        f"the statistics read, {STATS_CONCURRENCY} clients, {ours.requests:,} reads each, "
+        f"beside {STATS_LEARNS_PER_S:,.0f} learns/s sent to the same server (its CPU per read "
+        "includes theirs)"
+    )
+    phase("stats", ours)
+    phase("edge_stats", theirs)
+    print(line("stats_background_learns_per_s", ours.background_rate, 0))
+    print(line("edge_stats_background_learns_per_s", theirs.background_rate, 0))
+    ratio = ours.p99_ms / theirs.p99_ms
+    print(line("stats_p99_vs_edge_p99", ratio) + spread(run, "stats", "p99_ms"))
+    print()
     print("the headline: the worse shape of each")
     for op in ("learn", "label", "predict"):
         print(line(f"{op}_p99_vs_edge_p99", max(worst[f"{op}_p99"])))
@@ -696,12 +748,13 @@ def report(run: Runner, rounds: int) -> None:
     print(line("predict_vs_edge", min(worst["predict"])))
 
 
-def spread(run: Runner, name: str) -> str:
-    """How far the rounds' rates spread, as a share of the best."""
-    rates = [r.rate for r in run.results[name]]
-    if len(rates) < 2:
+def spread(run: Runner, name: str, figure: str = "rate") -> str:
+    """How far the rounds' ``figure`` (a :class:`Result` attribute) spread, as a share of
+    the largest."""
+    values = [getattr(r, figure) for r in run.results[name]]
+    if len(values) < 2:
         return ""
-    return f" [rounds spread {(max(rates) - min(rates)) / max(rates):.0%}]"
+    return f" [rounds spread {(max(values) - min(values)) / max(values):.0%}]"
 
 
 if __name__ == "__main__":
