@@ -125,7 +125,7 @@ def _rows(spec: Any) -> int:
 
 def _sums(rows: int, c: Context) -> int:
     """Averaging's own arrays: acc_, seen_ (rows, n), mark_, totals_, _coef, _out, _rule."""
-    return _W * (2 * rows * c.n + c.n + 4 + rows + c.k + 3)
+    return _W * (2 * rows * c.n + c.n + 5 + 3 * rows + c.k + 3)  # totals_: 5 + 2 rows
 
 
 # -- one function per kind -------------------------------------------------------------------
@@ -144,11 +144,11 @@ def _alma(p: dict[str, Any], c: Context, path: str) -> int:
 
 
 def _committee(p: dict[str, Any], c: Context, path: str) -> int:
-    return _W * (c.n + 4 + 1) + _scratch(c)  # r_, scalars_, _prm
+    return _W * (c.n + 5 + 1) + _scratch(c)  # r_, scalars_, _prm
 
 
 def _weighted_majority(p: dict[str, Any], c: Context, path: str) -> int:
-    return _W * (c.n + 2)  # u_, scalars_
+    return _W * (c.n + 3)  # u_, scalars_
 
 
 def _subexpert(p: dict[str, Any], c: Context, path: str) -> int:

@@ -24,6 +24,7 @@ class BinaryLearner(Learner):
 
     input_kind = "attributes"
     _checks_first = True
+    fixed_labels = True
     #: True for learners that update on small correct margins (ALMA).
     margin_based: ClassVar[bool] = False
     #: True for threshold-0 learners the sub-expert conversion accepts.

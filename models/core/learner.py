@@ -21,12 +21,13 @@ import numpy as np
 from models.core import state as st
 from models.core.hypothesis import Hypothesis, InstanceCheck, Label
 from models.core.instance import Attributes, InvalidInstance
-from models.core.params import Constraint, validate_params
+from models.core.params import Constraint, InvalidParameter, validate_params
 from models.kernels.common import Scratch, argmax_first
 
 __all__ = [
     "CONTEXT_PARAMS",
     "KINDS",
+    "CannotGrow",
     "Learner",
     "Outcome",
     "Spec",
@@ -52,6 +53,11 @@ class Outcome(NamedTuple):
 
     mistake: bool
     updated: bool
+
+
+class CannotGrow(ValueError):
+    """A learner that cannot take the new inputs or labels asked of it (see
+    :meth:`Learner.grown`)."""
 
 
 class UnknownLabel(InvalidInstance):
@@ -167,6 +173,68 @@ class Learner:
     def clone(self) -> Learner:
         """A fresh, untrained learner with the same parameters."""
         return type(self)(**self.get_params())
+
+    # -- a larger input, more labels -------------------------------------------------
+    # A learner grows as if the new inputs had been there from its first trial and had
+    # never been active: a new coordinate takes the value an untouched one has now (its
+    # initial weight, moved only by the rescales that move every weight), so a learner
+    # grown now and one built larger from the start agree after the same trials. New
+    # labels come after the old ones and change no weight; the input grows with their
+    # sub-experts (see models.inputs.space).
+
+    def grown(
+        self, size: int, old_at: Sequence[int] | np.ndarray, labels: Sequence[Label] | None = None
+    ) -> Learner:
+        """A copy of this learner over ``size`` input coordinates, its coordinate i moved
+        to ``old_at[i]`` (strictly increasing), and over ``labels`` when given (these
+        labels first, in order, then the new ones).
+
+        Raises :class:`CannotGrow` when this kind (or these parameters) cannot take the
+        change; this learner is never changed.
+        """
+        at = np.asarray(old_at, dtype=np.int64)
+        n = self.input_size
+        if at.shape != (n,) or (n and (at[0] < 0 or at[-1] >= size)) or (np.diff(at) <= 0).any():
+            raise CannotGrow(f"{n} coordinates cannot move into {size} in that order")
+        new_labels = tuple(self.labels if labels is None else labels)
+        if new_labels[: len(self.labels)] != self.labels:
+            raise CannotGrow("new labels must come after the learner's own, in order")
+        if len(new_labels) > len(self.labels) and self.fixed_labels:
+            raise CannotGrow(f"{self.kind} has exactly {len(self.labels)} labels")
+        params = self.get_params()
+        params["n_features" if self.input_kind == "attributes" else "n_experts"] = size
+        if "labels" in params:
+            params["labels"] = new_labels
+        self._can_grow()
+        try:
+            fresh = type(self)(**params)
+        except InvalidParameter as exc:
+            raise CannotGrow(str(exc)) from None
+        fresh._adopt(self, at)
+        fresh.version_ += 1
+        return fresh
+
+    def _adopt(self, old: Learner, at: np.ndarray) -> None:
+        """:meth:`_take`, and ``old``'s counters."""
+        self._take(old, at)
+        self.trials_, self.mistakes_ = old.trials_, old.mistakes_
+        self.updates_, self.version_ = old.updates_, old.version_
+
+    #: True for learners whose labels are fixed by their form (binary learners).
+    fixed_labels: ClassVar[bool] = False
+
+    def _can_grow(self) -> None:
+        """Raise :class:`CannotGrow` when these parameters cannot take a larger input."""
+        if type(self)._take is Learner._take:
+            raise CannotGrow(f"{self.kind} cannot take new inputs or labels yet")
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """Take ``old``'s learned state into this fresh, larger learner (see :meth:`grown`)."""
+        raise CannotGrow(f"{self.kind} cannot take new inputs or labels yet")
+
+    def silent_rows(self) -> np.ndarray:
+        """The linear rows (see :meth:`linear_rows`) of a coordinate no trial has moved."""
+        raise TypeError(f"{self.kind} has no linear hypothesis")
 
     def reset(self) -> None:
         self.trials_ = 0

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from models.core.kinds import build, kind_of, size_name
-from models.core.learner import CONTEXT_PARAMS, Learner
+from models.core.learner import CONTEXT_PARAMS, CannotGrow, Learner
 from models.core.params import InvalidParameter
 from models.core.state import InvalidState
 
@@ -117,6 +117,14 @@ class HasInner:
 
     def can_refuse(self) -> bool:
         return self.learner_.can_refuse()
+
+    def _can_grow(self) -> None:
+        if getattr(type(self), "_take", None) is Learner._take:
+            raise CannotGrow(f"{self.kind} cannot take new inputs or labels yet")
+        self.learner_._can_grow()
+
+    def silent_rows(self) -> np.ndarray:
+        return self.learner_.silent_rows()
 
     def rescales(self) -> bool:
         return self.learner_.rescales()

@@ -16,9 +16,18 @@ Config::
      "experts": {"expert_names": ["clf_a", "clf_b"],
                  "normalize": "raw" | "sum-to-one" | "rank" | "argmax",
                  "threshold_experts": false,           # k sub-experts, one per class
-                 "split_classes": null | "all" | [label, ...]}}   # §1.3 per-class split
+                 "split_classes": null | "all" | [label, ...],    # §1.3 per-class split
+                 "retired": []}}                       # experts that vote no more
 
 At least one of ``attributes`` and ``experts`` is given.
+
+A space changes by :meth:`InputSpace.changed`: new experts, retired ones, new named
+features, new labels. No coordinate is ever renumbered: the new ones come after all the
+old, so an instance encoded before a change means the same after it. A retired expert
+keeps its coordinates and its name, and a payload in which it votes is refused. The
+config's ``generations`` lists the counts of experts, features and labels at creation
+and after each change that added some; within each generation the new coordinates are
+numbered in the order of the table below.
 
 Payload: ``{"features": ..., "experts": {name: vote}}``. A missing (or null) ``features``
 is the all-zero attribute vector (the constant attribute is still 1); a missing ``experts``
@@ -45,7 +54,8 @@ threshold for class c           n*(1+s) + m*k + c            1 for class c only
 ==============================  ===========================  ========================
 
 so the constant attribute's k sub-experts are the last attribute's, and with attribute
-offset A = n*(1+s) the linear machine reads W[c][a] = w[A + a*k + c].
+offset A = n*(1+s) the linear machine reads W[c][a] = w[A + a*k + c] (in a space that
+never changed: a changed one numbers its later generations after these).
 :meth:`InputSpace.describe_experts` names every index.
 """
 
@@ -53,6 +63,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -125,6 +136,7 @@ class InputSpace:
         labels: Sequence[Label],
         attributes: Mapping[str, Any] | None = None,
         experts: Mapping[str, Any] | None = None,
+        generations: Sequence[Sequence[int]] | None = None,
     ) -> None:
         expected = Labels().check(labels)
         if expected is None and len({str(v) for v in labels}) != len(labels):
@@ -138,6 +150,7 @@ class InputSpace:
         # what an absent section contributes: nothing
         self._mode, self._d, self._constant = "", 0, False
         self._names: dict[str, int] = {}
+        self._retired: frozenset[str] = frozenset()
         self._expert_index: dict[str, int] = {}
         self._expert_names: tuple[str, ...] = ()
         self._split: tuple[int, ...] = ()
@@ -154,6 +167,92 @@ class InputSpace:
         self._attr_offset = len(self._expert_names) * (1 + self._s)
         self._m = 0 if attributes is None else self._d + int(self._constant)
         self._threshold_offset = self._attr_offset + self._m * self._k
+        self._generations = self._read_generations(generations)
+        self._layered = len(self._generations) > 1
+        if self._layered:
+            self._number_generations()
+
+    def _read_generations(self, value: Any) -> list[list[int]]:
+        """[experts, features, labels] at creation and after each change that added some,
+        the last this space's own."""
+        last = [len(self._expert_names), self._d, self._k]
+        if value is None:
+            return [last]
+        expected = (
+            f"a list of [experts, features, labels] counts, each at least the one before, "
+            f"ending with {last}"
+        )
+        if not is_list(value) or not value or len(value) > 10_000:
+            raise InvalidParameter("generations", value, expected)
+        rows = []
+        for row in value:
+            if not is_list(row) or len(row) != 3:
+                raise InvalidParameter("generations", value, expected)
+            if any(type(v) is not int or v < 0 for v in row):
+                raise InvalidParameter("generations", value, expected)
+            rows.append(list(row))
+        growing = all(
+            all(a <= b for a, b in zip(p, q, strict=True)) and p != q
+            for p, q in itertools.pairwise(rows)
+        )
+        first = rows[0]
+        # split classes listed by name were labels from the start
+        listed_split = bool(self._split) and (self.experts or {}).get("split_classes") != "all"
+        fixed_d = self._mode != "feature_names" and any(r[1] != self._d for r in rows)
+        if (
+            rows[-1] != last
+            or not growing
+            or fixed_d
+            or first[2] < 2
+            or (self.experts is not None and first[0] < 1)
+            or (self._mode == "feature_names" and first[1] < 1)
+            or (listed_split and max(self._split) >= first[2])
+        ):
+            raise InvalidParameter("generations", value, expected)
+        return rows
+
+    def _number_generations(self) -> None:
+        """The coordinate of every attribute and sub-expert when the space grew in
+        generations: each generation's new ones after all the earlier ones, in the
+        order of the module's table."""
+        n, d, k, s, m = len(self._expert_names), self._d, self._k, self._s, self._m
+        split_cls = np.array(self._split, dtype=np.int64)
+        attr = np.full(m, -1, dtype=np.int64)
+        named = np.full(n, -1, dtype=np.int64)
+        split = np.full((n, s), -1, dtype=np.int64)
+        cross = np.full((m, k), -1, dtype=np.int64)
+        thresholds = np.full(k, -1, dtype=np.int64)
+        next_a = next_x = 0
+        pn = pd = pk = 0
+        for g, (gn, gd, gk) in enumerate(self._generations):
+            rows = np.arange(gd, dtype=np.int64)  # this generation's attribute rows
+            if self._constant:
+                rows = np.append(rows, d)  # the constant, always last
+            new_row = (rows >= pd) & ((rows < d) | (g == 0))
+            fresh = rows[new_row]
+            attr[fresh] = next_a + np.arange(fresh.size)
+            next_a += fresh.size
+            fresh = np.arange(pn, gn)
+            named[fresh] = next_x + np.arange(fresh.size)
+            next_x += fresh.size
+            if s:
+                live = split_cls < gk
+                mask = ((np.arange(gn) >= pn)[:, None] | (split_cls >= pk)[None, :]) & live
+                i, j = np.nonzero(mask)
+                split[i, j] = next_x + np.arange(i.size)
+                next_x += i.size
+            if m:
+                mask = new_row[:, None] | (np.arange(gk) >= pk)[None, :]
+                r, c = np.nonzero(mask)
+                cross[rows[r], c] = next_x + np.arange(r.size)
+                next_x += r.size
+            if self._threshold:
+                fresh = np.arange(pk, gk)
+                thresholds[fresh] = next_x + np.arange(fresh.size)
+                next_x += fresh.size
+            pn, pd, pk = gn, gd, gk
+        self._attr_at, self._named_at, self._split_at = attr, named, split
+        self._cross_at, self._threshold_at = cross, thresholds
 
     def _read_attributes(self, section: Any) -> dict[str, Any]:
         keys = ("n_features", "feature_names", "hashing", "constant_attribute")
@@ -190,13 +289,21 @@ class InputSpace:
         return out
 
     def _read_experts(self, section: Any) -> dict[str, Any]:
-        keys = ("expert_names", "normalize", "threshold_experts", "split_classes")
+        keys = ("expert_names", "normalize", "threshold_experts", "split_classes", "retired")
         section = read_section(section, "experts", keys)
         if "expert_names" not in section:
             raise InvalidParameter("experts.expert_names", None, "a list of expert names")
         names = read_names(section["expert_names"], "experts.expert_names")
         self._expert_names = tuple(names)
-        self._expert_index = {name: i for i, name in enumerate(names)}
+        retired = section.get("retired") or []
+        if retired:
+            retired = read_names(retired, "experts.retired")
+            for j, name in enumerate(retired):
+                if name not in names:
+                    raise InvalidParameter(f"experts.retired[{j}]", name, "one of expert_names")
+        self._retired = frozenset(retired)
+        # a retired expert's name is not a voter's: its votes are refused
+        self._expert_index = {name: i for i, name in enumerate(names) if name not in retired}
         self._normalize = check_option(
             section.get("normalize", "raw"), "experts.normalize", Options(NORMALIZE)
         )
@@ -223,22 +330,30 @@ class InputSpace:
                 classes.append(c)
             self._split = tuple(sorted(classes))
             split = [self.labels[c] for c in self._split] or None
-        return {
+        out = {
             "expert_names": names,
             "normalize": self._normalize,
             "threshold_experts": self._threshold,
             "split_classes": split,
         }
+        if retired:
+            out["retired"] = list(retired)
+        return out
 
     # -- config --------------------------------------------------------------------
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> InputSpace:
         """Build from a config ``{"labels": [...], "attributes": ..., "experts": ...}``."""
-        config = read_section(config, "input", ("labels", "attributes", "experts"))
+        config = read_section(config, "input", ("labels", "attributes", "experts", "generations"))
         if "labels" not in config:
             raise InvalidParameter("labels", None, "a list of at least 2 labels")
-        return cls(config["labels"], config.get("attributes"), config.get("experts"))
+        return cls(
+            config["labels"],
+            config.get("attributes"),
+            config.get("experts"),
+            config.get("generations"),
+        )
 
     def config(self) -> dict[str, Any]:
         """The JSON-able config that :meth:`from_config` turns back into this space."""
@@ -247,6 +362,8 @@ class InputSpace:
             out["attributes"] = copy.deepcopy(self.attributes)
         if self.experts is not None:
             out["experts"] = copy.deepcopy(self.experts)
+        if self._layered:
+            out["generations"] = copy.deepcopy(self._generations)
         return out
 
     def __eq__(self, other: object) -> bool:
@@ -256,6 +373,88 @@ class InputSpace:
 
     def __repr__(self) -> str:
         return f"InputSpace.from_config({self.config()!r})"
+
+    # -- changes ---------------------------------------------------------------------
+
+    @property
+    def expert_names(self) -> tuple[str, ...]:
+        """Every named expert, the retired ones included, in index order."""
+        return self._expert_names
+
+    @property
+    def retired(self) -> frozenset[str]:
+        return self._retired
+
+    def changed(self, change: Mapping[str, Any]) -> InputSpace:
+        """This space after ``change``: ``{"experts": {"add": [...], "retire": [...]},
+        "features": {"add": [...]}, "labels": {"add": [...]}}``, any part of it.
+
+        New experts and features come after the old ones, new labels after the old
+        labels. A name once used (retired included) cannot name a new expert. Raises
+        :class:`InvalidParameter` naming the offending field.
+        """
+        change = read_section(change, "change", ("experts", "features", "labels"))
+        config = self.config()
+        if "experts" in change:
+            part = read_section(change["experts"], "experts", ("add", "retire"))
+            if part.get("add") is None and part.get("retire") is None:
+                raise InvalidParameter("experts", dict(part), "names to add and/or retire")
+            if self.experts is None:
+                raise InvalidParameter("experts", part, "nothing: this model has no experts")
+            experts = config["experts"]
+            names = list(experts["expert_names"])
+            retired = list(experts.get("retired") or [])
+            for j, name in enumerate(_listed(part.get("add"), "experts.add")):
+                if name in names:
+                    why = "a retired name" if name in retired else "an expert already"
+                    raise InvalidParameter(
+                        f"experts.add[{j}]", name, f"a new name ({name!r} is {why})"
+                    )
+                names.append(name)
+            for j, name in enumerate(_listed(part.get("retire"), "experts.retire")):
+                if name not in self._expert_index:
+                    why = "retired already" if name in retired else "not an expert"
+                    raise InvalidParameter(f"experts.retire[{j}]", name, f"a voting expert ({why})")
+                retired.append(name)
+            experts["expert_names"] = names
+            experts["retired"] = retired
+        if "features" in change:
+            part = read_section(change["features"], "features", ("add",))
+            if self._mode != "feature_names":
+                raise InvalidParameter(
+                    "features", part, "nothing: only a model with named features takes new ones"
+                )
+            features = list(config["attributes"]["feature_names"])
+            for j, name in enumerate(_listed(part.get("add"), "features.add")):
+                if name in features:
+                    raise InvalidParameter(f"features.add[{j}]", name, "a new feature name")
+                features.append(name)
+            config["attributes"]["feature_names"] = features
+        if "labels" in change:
+            part = read_section(change["labels"], "labels", ("add",))
+            add = part.get("add")
+            if not is_list(add) or not add:
+                raise InvalidParameter("labels.add", add, "a non-empty list of labels")
+            for j, label in enumerate(add):
+                if self._class_key(label) is not None or str(label) in map(str, self.labels):
+                    raise InvalidParameter(f"labels.add[{j}]", label, "a new label")
+            config["labels"] = [*self.labels, *add]
+        experts = config.get("experts") or {}
+        attributes = config.get("attributes") or {}
+        counts = [
+            len(experts.get("expert_names", ())),
+            len(attributes["feature_names"]) if "feature_names" in attributes else self._d,
+            len(config["labels"]),
+        ]
+        if counts != self._generations[-1]:
+            config["generations"] = [*self._generations, counts]
+        try:
+            return InputSpace.from_config(config)
+        except InvalidParameter as exc:
+            if exc.name.startswith("labels"):
+                add = change["labels"].get("add")
+                raise InvalidParameter("labels.add", add, exc.expected) from None
+            raise
 
     # -- labels, forms and sizes ----------------------------------------------------
 
@@ -350,9 +549,12 @@ class InputSpace:
 
     def expert_slots(self, name: str) -> list[int]:
         """The "experts"-form sub-expert indices of a named expert: itself, then its pieces."""
-        i = self._expert_index.get(name, -1) if self.experts is not None else -1
+        names = self._expert_names
+        i = names.index(name) if name in names else -1
         if i < 0:
             raise InvalidInstance(f"experts.{name}: unknown expert")
+        if self._layered:
+            return [int(self._named_at[i]), *map(int, self._split_at[i])]
         n = len(self._expert_names)
         return [i] + [n + i * self._s + j for j in range(self._s)]
 
@@ -368,13 +570,17 @@ class InputSpace:
             attrs = [f"{unit}:{i}" for i in range(self._d)]
         attrs += ["constant"] if self._constant else []
         if form == "attributes":
-            return attrs
+            return _placed(attrs, self._attr_at) if self._layered else attrs
         labels = [f"@label:{label}" for label in self.labels]
         names = self._expert_names
         out = [f"expert:{name}" for name in names]
         out += [f"expert:{name}{labels[c]}" for name in names for c in self._split]
         out += [a + lab for a in attrs for lab in labels]
         out += [f"threshold{lab}" for lab in labels] if self._threshold else []
+        if self._layered:  # the same names, each at its own coordinate
+            at = [self._named_at, self._split_at, self._cross_at]
+            at += [self._threshold_at] if self._threshold else []
+            return _placed(out, np.concatenate([a.ravel() for a in at]))
         return out
 
     # -- encoding --------------------------------------------------------------------
@@ -399,7 +605,9 @@ class InputSpace:
         x = None if self.attributes is None else self._encode_attributes(features)
         if form == "attributes":
             assert x is not None
-            return x
+            return self._placed_attributes(x) if self._layered else x
+        if self._layered:
+            return self._placed_experts(x, votes)
         parts = []
         if self.experts is not None:
             parts.append(self._encode_votes(votes))
@@ -408,6 +616,32 @@ class InputSpace:
         if self._threshold:
             parts.append(threshold_experts(self._k, offset=self._threshold_offset))
         return concat_experts(parts)
+
+    def _placed_attributes(self, x: Attributes) -> Attributes:
+        idx = self._attr_at[x.indices]
+        order = np.argsort(idx, kind="stable")
+        return Attributes._trusted(idx[order], x.values[order])
+
+    def _placed_experts(self, x: Attributes | None, votes: Any) -> Experts:
+        """An instance of a space that grew: each block at its generations' coordinates."""
+        e, c, v = [], [], []
+        if self.experts is not None:
+            got = self._encode_votes(votes)
+            e.append(got.expert)
+            c.append(got.cls)
+            v.append(got.value)
+        if x is not None:
+            k = self._k
+            e.append(self._cross_at[x.indices].ravel())
+            c.append(np.tile(np.arange(k, dtype=np.int64), x.indices.size))
+            v.append(np.repeat(x.values, k))
+        if self._threshold:
+            e.append(self._threshold_at)
+            c.append(np.arange(self._k, dtype=np.int64))
+            v.append(np.ones(self._k))
+        ex, cl, va = np.concatenate(e), np.concatenate(c), np.concatenate(v)
+        order = np.lexsort((cl, ex))
+        return Experts._trusted(ex[order], cl[order], va[order], size=self.size("experts"))
 
     def encode_many(self, payloads: Sequence[Any], form: str) -> list[Attributes | Experts]:
         """Encode each payload; an error names the payload's position."""
@@ -500,14 +734,23 @@ class InputSpace:
         return Attributes._trusted(idx, val)
 
     def _encode_votes(self, votes: Any) -> Experts:
-        rows, paths, scores = read_votes(
-            votes,
-            self._expert_index,
-            self._class_key,
-            self.labels,
-            self._class,
-            self._keys_in_order,
-        )
+        try:
+            rows, paths, scores = read_votes(
+                votes,
+                self._expert_index,
+                self._class_key,
+                self.labels,
+                self._class,
+                self._keys_in_order,
+            )
+        except InvalidInstance:
+            if self._retired and isinstance(votes, Mapping):
+                for name in votes:
+                    if name in self._retired:
+                        raise InvalidInstance(
+                            f"{key_path('experts', name)}: a retired expert: it votes no more"
+                        ) from None
+            raise
         scores = normalise_votes(scores, paths, self._normalize, self.labels)
         experts = np.array(rows, dtype=np.int64)
         if experts.size > 1 and (experts[1:] < experts[:-1]).any():
@@ -515,12 +758,32 @@ class InputSpace:
             experts, scores = experts[order], scores[order]
         # each expert votes once, so row-major non-zeros come sorted by (expert, class)
         r, c = np.nonzero(scores)
-        e, cls, v = [experts[r]], [c], [scores[r, c]]
+        e, cls, v = (
+            [self._named_at[experts[r]] if self._layered else experts[r]],
+            [c],
+            [scores[r, c]],
+        )
         if self._s:
             split = np.array(self._split, dtype=np.int64)
             pieces = scores[:, split]
             r, j = np.nonzero(pieces)
-            e.append(len(self._expert_names) + experts[r] * self._s + j)
+            if self._layered:
+                e.append(self._split_at[experts[r], j])
+            else:
+                e.append(len(self._expert_names) + experts[r] * self._s + j)
             cls.append(split[j])
             v.append(pieces[r, j])
         return Experts._trusted(np.concatenate(e), np.concatenate(cls), np.concatenate(v))
+
+
+def _listed(value: Any, name: str) -> list[str]:
+    """The names of one part of a change: none, or a non-empty list of distinct names."""
+    return [] if value is None else read_names(value, name)
+
+
+def _placed(names: list[str], at: np.ndarray) -> list[str]:
+    """``names[i]`` at position ``at[i]``."""
+    out = [""] * len(names)
+    for name, i in zip(names, at.tolist(), strict=True):
+        out[i] = name
+    return out

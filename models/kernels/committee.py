@@ -27,7 +27,8 @@ LOW, HIGH = 1e-100, 1e100
 def learn(r, sc, la, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One trial on raw weights ``r``.
 
-    ``sc`` = [R, updates since recount, R at recount, number of rescales of r]; ``wf`` and
+    ``sc`` = [R, updates since recount, R at recount, number of rescales of r, the raw
+    weight of a sub-expert no update has moved]; ``wf`` and
     ``wi`` are scratch space of at least k + len(expert) and len(expert) entries.
     """
     s = wf[:k]
@@ -50,6 +51,8 @@ def learn(r, sc, la, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyp
         total = r.sum()
         if not (LOW < total < HIGH):
             r /= total
+            if sc.shape[0] > 4:  # the raw weight of an untouched sub-expert moves too
+                sc[4] /= total
             total = 1.0
             sc[3] += 1.0
         sc[1] = 0.0

@@ -104,6 +104,12 @@ def _absorb_averaged(j, i, member, IA, ILEN, a, updated):  # type: ignore[no-unt
         for item in range(lens.shape[0]):
             for e in range(lens[item]):
                 _flush(acc, seen, mark, base, W, rows, ia[item, e], p)
+    if T[2] != epoch:  # every coordinate flushed: P counted afresh, as Averaging._absorb
+        for e in range(n):
+            mark[e] -= p
+        if T.shape[0] > 4:
+            T[4] -= p
+        p = 0.0
     T[0] = p + weight_scale(base, S, P)
     T[1] = t + 1.0
 

@@ -57,6 +57,8 @@ def learn(u, sc, lb, every_trial, expert, cls, value, k, y):  # type: ignore[no-
         total = u.sum()
         if 0.0 < total < LOW:
             u /= total
+            if sc.shape[0] > 2:  # the weight of an expert never penalised moves too
+                sc[2] /= total
             total = 1.0
         sc[1] = total
     sc[0] = total

@@ -10,6 +10,7 @@ import numpy as np
 
 from models.core.forms import BinaryLearner
 from models.core.hypothesis import Label
+from models.core.learner import Learner
 from models.core.params import MAX_SIZE, Constraint, Integer, Labels, Real
 from models.core.state import InvalidState
 from models.kernels import alma as kernel
@@ -154,6 +155,16 @@ class ALMA(BinaryLearner):
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"phi_": (self.n_features,), "scalars_": (4,)}
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """A new attribute starts at 0, as every coordinate of phi does; it adds nothing
+        to S or to an instance's norm."""
+        assert isinstance(old, ALMA)
+        self.dual_[:, at] = old.dual_
+        self.scalars_[...] = old.scalars_
+
+    def silent_rows(self) -> np.ndarray:
+        return np.zeros(1)
 
     def _check_state(self) -> None:
         c, s, k, folds = (float(v) for v in self.scalars_)

@@ -15,7 +15,7 @@ import numpy as np
 from models.core.forms import BinaryLearner
 from models.core.hypothesis import Label
 from models.core.instance import Attributes, InvalidInstance
-from models.core.learner import UpdateRefused
+from models.core.learner import Learner, UpdateRefused
 from models.core.params import MAX_SIZE, Bool, Integer, Labels, Real
 from models.core.state import InvalidState
 from models.kernels import balanced as kernel
@@ -144,6 +144,21 @@ class BalancedWinnow(BinaryLearner):
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"w_": (self.n_features, 2), "scalars_": (2,)}
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """A new attribute starts at (init_pos, init_neg), divided as every weight was by
+        the shifts so far, one at a time as the shifts did."""
+        assert isinstance(old, BalancedWinnow)
+        for _ in range(int(old.scalars_[1])):
+            self.w_ *= 2.0**-kernel.SHIFT_BITS
+        self.w_[at] = old.w_
+        self.scalars_[...] = old.scalars_
+
+    def silent_rows(self) -> np.ndarray:
+        rows = np.array([self.init_pos, self.init_neg], dtype=np.float64)
+        for _ in range(int(self.scalars_[1])):
+            rows *= 2.0**-kernel.SHIFT_BITS
+        return rows
 
     def _check_state(self) -> None:
         if not ((self.w_ >= 0).all() and (self.w_ < 2.0**1000).all()):

@@ -9,6 +9,7 @@ import numpy as np
 from models.core.forms import MulticlassLearner
 from models.core.hypothesis import Label, LinearMaxHypothesis
 from models.core.instance import Experts
+from models.core.learner import Learner
 from models.core.params import MAX_SIZE, Integer, Labels, Real
 from models.core.state import InvalidState
 from models.kernels import committee as kernel
@@ -72,23 +73,46 @@ class Committee(MulticlassLearner):
         self._prm = fam.pack({fam.COMMITTEE_LOG_ALPHA: self._la})
 
     def _reset_state(self) -> None:
-        self.r_ = np.full(self.n_experts, 1.0 / self.n_experts)
-        self.scalars_ = np.array([1.0, 0.0, 1.0, 0.0])
+        base = 1.0 / self.n_experts
+        self.r_ = np.full(self.n_experts, base)
+        # [R, updates since the recount, R at the recount, rescales, the raw weight of a
+        # sub-expert no update has moved]
+        self.scalars_ = np.array([1.0, 0.0, 1.0, 0.0, base])
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"r_": (self.n_experts,), "scalars_": (4,)}
+        return {"r_": (self.n_experts,), "scalars_": (-1,)}
 
     def _check_state(self) -> None:
         if not (self.r_ >= 0).all() or not self.r_.sum() > 0:
             raise InvalidState("committee weights must be non-negative with a positive sum")
         total = float(self.r_.sum())
+        sc = self.scalars_
+        if sc.shape[0] == 4:  # a state kept before the untouched weight was: its best guess
+            untouched = 1.0 / self.n_experts if sc[3] == 0 else total / self.n_experts
+            self.scalars_ = sc = np.append(sc, untouched)
         if (
-            not np.isclose(self.scalars_[0], total, rtol=1e-6)
-            or self.scalars_[1] < 0
-            or not self.scalars_[2] > 0
-            or not (self.scalars_[3] >= 0 and self.scalars_[3] == np.floor(self.scalars_[3]))
+            sc.shape[0] != 5
+            or not np.isclose(sc[0], total, rtol=1e-6)
+            or sc[1] < 0
+            or not sc[2] > 0
+            or not (sc[3] >= 0 and sc[3] == np.floor(sc[3]))
+            or not 0 < sc[4] < np.inf
         ):
             raise InvalidState("committee running sum does not match its weights")
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """A new sub-expert starts at the raw weight of one no update has moved (1/n of
+        the first total, divided as every weight was by the rescales), so that it holds
+        the share of the total it would hold had it been there from the start."""
+        assert isinstance(old, Committee)
+        base = float(old.scalars_[4])
+        self.r_[:] = base
+        self.r_[at] = old.r_
+        self.scalars_[...] = old.scalars_
+        self.scalars_[0] += base * (self.n_experts - old.n_experts)
+
+    def silent_rows(self) -> np.ndarray:
+        return self.scalars_[4:5].copy()
 
     def _scores(self, x: Experts) -> np.ndarray:
         s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)

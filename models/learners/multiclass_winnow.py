@@ -13,7 +13,7 @@ import numpy as np
 from models.core.forms import MulticlassLearner
 from models.core.hypothesis import Label
 from models.core.instance import Experts
-from models.core.learner import UpdateRefused
+from models.core.learner import CannotGrow, Learner, UpdateRefused
 from models.core.params import MAX_SIZE, Integer, InvalidParameter, Labels, Real, RealArray
 from models.core.state import InvalidState
 from models.kernels import families as fam
@@ -90,6 +90,18 @@ class MulticlassWinnow(MulticlassLearner):
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"w_": (self.n_experts,)}
+
+    def _can_grow(self) -> None:
+        if self.init_weights is not None:
+            raise CannotGrow("multiclass-winnow with init_weights: they name every sub-expert")
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """A new sub-expert starts at ``init``: an update never moves an inactive weight."""
+        assert isinstance(old, MulticlassWinnow)
+        self.w_[at] = old.w_
+
+    def silent_rows(self) -> np.ndarray:
+        return np.array([float(self.init)])
 
     def _check_state(self) -> None:
         if (self.w_ < 0).any():

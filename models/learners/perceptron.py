@@ -8,6 +8,7 @@ import numpy as np
 
 from models.core.forms import BinaryLearner
 from models.core.hypothesis import Label
+from models.core.learner import Learner
 from models.core.params import MAX_SIZE, Integer, Labels, Real
 from models.kernels import families as fam
 from models.kernels import perceptron as kernel
@@ -65,6 +66,14 @@ class Perceptron(BinaryLearner):
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"w_": (self.n_features,)}
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """A new attribute starts at 0, as every weight does."""
+        assert isinstance(old, Perceptron)
+        self.w_[at] = old.w_
+
+    def silent_rows(self) -> np.ndarray:
+        return np.zeros(1)
 
     def _margin(self, idx: np.ndarray, val: np.ndarray) -> float:
         return float(dot(self.w_, idx, val))

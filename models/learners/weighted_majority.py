@@ -10,6 +10,7 @@ import numpy as np
 from models.core.forms import MulticlassLearner
 from models.core.hypothesis import Hypothesis, InstanceCheck, Label
 from models.core.instance import Experts
+from models.core.learner import Learner
 from models.core.params import MAX_SIZE, Integer, Labels, Options, Real
 from models.core.state import InvalidState
 from models.kernels import weighted_majority as kernel
@@ -93,17 +94,33 @@ class WeightedMajority(MulticlassLearner):
 
     def _reset_state(self) -> None:
         self.u_ = np.ones(self.n_experts)
-        # [running sum of the weights, the sum at the last exact count]
-        self.scalars_ = np.array([float(self.n_experts), float(self.n_experts)])
+        # [running sum of the weights, the sum at the last exact count, the weight of an
+        # expert never penalised]
+        self.scalars_ = np.array([float(self.n_experts), float(self.n_experts), 1.0])
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"u_": (self.n_experts,), "scalars_": (2,)}
+        return {"u_": (self.n_experts,), "scalars_": (-1,)}
 
     def _check_state(self) -> None:
         if (self.u_ < 0).any():
             raise InvalidState("weighted-majority weights must be non-negative")
+        if self.scalars_.shape[0] == 2:  # kept before the untouched weight was: 1 unless
+            # rescaled, and no weight exceeds it
+            self.scalars_ = np.append(self.scalars_, max(1.0, float(self.u_.max())))
+        if self.scalars_.shape[0] != 3 or not 0 < self.scalars_[2] < np.inf:
+            raise InvalidState("weighted-majority: expected 3 finite scalars")
         if not np.isclose(self.scalars_[0], self.u_.sum(), rtol=1e-6, atol=1e-300):
             raise InvalidState("weighted-majority running sum does not match its weights")
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """A new expert starts at the weight of one never penalised (1, divided as every
+        weight was by the rescales): it has made no mistake yet."""
+        assert isinstance(old, WeightedMajority)
+        untouched = float(old.scalars_[2])
+        self.u_[:] = untouched
+        self.u_[at] = old.u_
+        self.scalars_[...] = old.scalars_
+        self.scalars_[0] += untouched * (self.n_experts - old.n_experts)
 
     def _scores(self, x: Experts) -> np.ndarray:
         picks = np.empty((len(x), 2), dtype=np.int64)

@@ -8,6 +8,7 @@ import numpy as np
 
 from models.core.forms import BinaryLearner
 from models.core.hypothesis import Label, LinearHypothesis
+from models.core.learner import Learner
 from models.core.params import MAX_SIZE, Bool, Integer, InvalidParameter, Labels, Options, Real
 from models.core.state import InvalidState
 from models.kernels import families as fam
@@ -130,6 +131,14 @@ class Winnow(BinaryLearner):
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"w_": (self.n_features,)}
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """A new attribute starts at ``init``: Winnow never moves an inactive weight."""
+        assert isinstance(old, Winnow)
+        self.w_[at] = old.w_
+
+    def silent_rows(self) -> np.ndarray:
+        return np.array([float(self.init)])
 
     def _check_state(self) -> None:
         if (self.w_ < 0).any():

@@ -110,9 +110,15 @@ class Averaging(Wrapper):
         self.acc_ = np.zeros((self._rows, n))
         self.seen_ = np.array(self.learner_.linear_rows(None), dtype=np.float64)
         self.mark_ = np.zeros(n)
-        # [P = sum of g_t, T = real trials, the inner epoch and shift last seen]
-        self.totals_ = np.array(
-            [0.0, 0.0, float(self.learner_.linear_epoch()), self.learner_.linear_shift()]
+        # [P = sum of g_t, T = real trials, the inner epoch and shift last seen, then the
+        # mark, sums and values of a coordinate no trial has moved (what a new one takes)]
+        self.totals_ = np.concatenate(
+            [
+                [0.0, 0.0, float(self.learner_.linear_epoch()), self.learner_.linear_shift()],
+                [0.0],
+                np.zeros(self._rows),
+                self.learner_.silent_rows(),
+            ]
         )
 
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -121,11 +127,13 @@ class Averaging(Wrapper):
             "acc_": (self._rows, n),
             "seen_": (self._rows, n),
             "mark_": (n,),
-            "totals_": (4,),
+            "totals_": (-1,),
         }
 
     def _check_state(self) -> None:
-        p, t, _, _ = (float(v) for v in self.totals_)
+        p, t = (float(v) for v in self.totals_[:2])
+        if self.totals_.shape[0] not in (4, 5 + 2 * self._rows):
+            raise InvalidState(f"averaging: expected {5 + 2 * self._rows} totals")
         if t < 0 or t != np.floor(t) or (self.mark_ > p + 1e-9 * abs(p)).any():
             raise InvalidState("averaging: trial count or prefix marks out of range")
 
@@ -133,6 +141,26 @@ class Averaging(Wrapper):
         super()._import_extra(children)
         if not np.array_equal(self.seen_, self.learner_.linear_rows(None)):
             raise InvalidState("averaging: the stored hypothesis does not match the learner's")
+        if self.totals_.shape[0] == 4:  # kept before the untouched coordinate was
+            silent = self.learner_.silent_rows()
+            self.totals_ = np.concatenate([self.totals_, [0.0], np.zeros(self._rows), silent])
+
+    def _ghost(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Views of the untouched coordinate's mark, sums and values."""
+        r = self._rows
+        return self.totals_[4:5], self.totals_[5 : 5 + r], self.totals_[5 + r : 5 + 2 * r]
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """B grows as its kind does; a new coordinate takes the sums of one no trial has
+        moved, so the average holds it as it would had it been there from the start."""
+        assert isinstance(old, Averaging)
+        self.learner_._adopt(old.learner_, at)
+        mark, acc, seen = old._ghost()
+        self.acc_[:] = acc[:, None]
+        self.seen_[:] = seen[:, None]
+        self.mark_[:] = mark[0]
+        self.acc_[:, at], self.seen_[:, at], self.mark_[at] = old.acc_, old.seen_, old.mark_
+        self.totals_ = old.totals_.copy()
 
     # -- the averaged hypothesis ----------------------------------------------------
 
@@ -232,20 +260,37 @@ class Averaging(Wrapper):
     def _absorb(self, candidates: np.ndarray) -> None:
         """Fold B's hypothesis after this trial into the running average."""
         inner = self.learner_
-        p, t, epoch, shift = self.totals_
+        p, t, epoch, shift = self.totals_[:4]
         moved = inner.linear_shift() - shift
+        ghost = self.totals_.shape[0] > 4
         if moved:  # B divided its weights by 2**moved: so do the sums, and nothing changed
             factor = 2.0**-moved
             self.acc_ *= factor
             self.seen_ *= factor
+            if ghost:
+                self.totals_[5:] *= factor
             self.totals_[3] = shift + moved
         now = inner.linear_epoch()
         if now != epoch:  # b was rescaled everywhere: compare every coordinate
             candidates = np.arange(self.input_size)
             self.totals_[2] = now
+            if ghost:  # the untouched coordinate too, as kernel.absorb flushes one
+                mark, acc, seen = self._ghost()
+                silent = inner.silent_rows()
+                if (silent != seen).any():
+                    acc += seen * (p - mark[0])
+                    seen[:] = silent
+                    mark[0] = p
         if candidates.size:
             rows = inner.linear_rows(None)
             kernel.absorb(self.acc_, self.seen_, self.mark_, rows, candidates, p)
+        if now != epoch:
+            # Every coordinate was just flushed: count P afresh from 0, so that the scale
+            # after a rescale (Committee's can be 1e100 times smaller) is not lost in it.
+            self.mark_ -= p
+            if ghost:
+                self.totals_[4] -= p
+            p = 0.0
         self.totals_[0] = p + inner.linear_scale()
         self.totals_[1] = t + 1
         self.moved(self._moves_with_inner())

@@ -148,6 +148,18 @@ class Recycling(Wrapper):
             if self.input_kind == "experts" and (b >= len(self.labels)).any():
                 raise InvalidState(f"recycling: stored item {j} votes for an unknown class")
 
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """B grows as its kind does; the stored instances keep their values, their
+        coordinates renumbered (new labels come last, so their classes stand)."""
+        assert isinstance(old, Recycling)
+        self.learner_._adopt(old.learner_, at)
+        for name in ("items_b_", "items_v_", "items_len_", "items_y_", "items_count_"):
+            setattr(self, name, getattr(old, name).copy())
+        self.ring_, self.internal_ = old.ring_.copy(), old.internal_.copy()
+        width = old.items_a_.shape[1]
+        used = np.arange(width)[None, :] < old.items_len_[:, None]
+        self.items_a_ = np.where(used, at[np.where(used, old.items_a_, 0)], 0)
+
     @property
     def internal_trials_(self) -> int:
         return int(self.internal_[0])

@@ -110,6 +110,11 @@ class SubExpert(HasInner, MulticlassLearner):
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {}
 
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """The binary learner grows as its kind does (a sub-expert is one of its inputs)."""
+        assert isinstance(old, SubExpert)
+        self.learner_._adopt(old.learner_, at)
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         inner = self.learner_.kernel_state()
         assert inner is not None  # every convertible learner has one

@@ -1,0 +1,266 @@
+"""A learner grown by new inputs or labels equals one built with them from the start whose
+new inputs stayed silent, and labels no expert voted for: same predictions on every later
+trial, same weights."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from models.core.instance import Attributes, Experts
+from models.core.learner import CONTEXT_PARAMS, CannotGrow, Learner
+from models.registry import build
+
+ATTRIBUTE_SPECS = [
+    {"kind": "winnow", "alpha": 1.5, "theta": 2.0},  # the default theta is n/2
+    {"kind": "balanced-winnow", "alpha": 1.3},
+    {"kind": "perceptron"},
+    {"kind": "alma", "p": 3.0},
+    {"kind": "averaging", "learner": {"kind": "perceptron"}},
+    {"kind": "averaging", "learner": {"kind": "balanced-winnow", "alpha": 1.5}},
+    {"kind": "recycling", "learner": {"kind": "balanced-winnow"}, "size": 5},
+    {"kind": "recycling", "learner": {"kind": "winnow", "theta": 1.0}, "size": 3, "max_updates": 2},
+    {
+        "kind": "averaging",
+        "learner": {"kind": "recycling", "learner": {"kind": "perceptron"}, "size": 3},
+    },
+]
+EXPERT_SPECS = [
+    {"kind": "committee", "alpha": 1.5},
+    {"kind": "multiclass-winnow", "alpha": 1.5},
+    {"kind": "weighted-majority", "beta": 0.6},
+    {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": 1.4}},
+    {"kind": "subexpert", "learner": {"kind": "perceptron"}},
+    {"kind": "subexpert", "learner": {"kind": "alma"}},
+    {
+        "kind": "averaging",
+        "learner": {"kind": "subexpert", "learner": {"kind": "balanced-winnow"}},
+    },
+    {"kind": "recycling", "learner": {"kind": "committee"}, "size": 4},
+    {
+        "kind": "recycling",
+        "learner": {"kind": "subexpert", "learner": {"kind": "balanced-winnow"}},
+        "size": 4,
+    },
+]
+
+
+def _name(spec: dict[str, Any]) -> str:
+    inner = spec.get("learner")
+    return spec["kind"] + (f"({_name(inner)})" if inner else "")
+
+
+def _attributes(rng: np.random.Generator, n: int, at: np.ndarray | None = None) -> Attributes:
+    m = int(rng.integers(1, n + 1))
+    idx = np.sort(rng.choice(n, size=m, replace=False))
+    val = rng.choice([1.0, 0.5, 0.25], size=m)
+    return Attributes(idx if at is None else at[idx], val)
+
+
+def _votes(rng: np.random.Generator, n: int, k: int, at: np.ndarray | None = None) -> Experts:
+    e, c, v = [], [], []
+    for i in range(n):
+        if rng.random() < 0.3:
+            continue  # this expert abstains
+        if rng.random() < 0.5:
+            e.append(i), c.append(int(rng.integers(k))), v.append(1.0)
+        else:
+            scores = rng.random(k)
+            scores /= scores.sum()
+            for j in range(k):
+                e.append(i), c.append(j), v.append(float(scores[j]))
+    e_arr = np.asarray(e, dtype=np.int64)
+    return Experts(e_arr if at is None else at[e_arr], c, v)
+
+
+def _check_same(a: Learner, b: Learner) -> None:
+    wa, wb = np.asarray(a.weights()), np.asarray(b.weights())  # type: ignore[attr-defined]
+    if a.kind in ("committee", "weighted-majority") or "committee" in str(a.spec()):
+        wa, wb = wa / wa.sum(), wb / wb.sum()
+    np.testing.assert_allclose(wa, wb, rtol=1e-9, atol=1e-12)
+
+
+def _rebuilt(learner: Learner) -> Learner:
+    """A fresh learner of ``learner``'s spec holding its exported state."""
+    spec = {k: v for k, v in learner.spec().items() if k not in CONTEXT_PARAMS}
+    again = build(spec, labels=learner.labels, size=learner.input_size)
+    again.import_state(learner.export_state())
+    return again
+
+
+def _run(learner: Learner, xs: list[Any], ys: list[Any]) -> list[bool]:
+    return [learner.learn(x, y).mistake for x, y in zip(xs, ys, strict=True)]
+
+
+def _positions(rng: np.random.Generator, n: int, extra: int) -> np.ndarray:
+    return np.sort(rng.choice(n + extra, size=n, replace=False)).astype(np.int64)
+
+
+@pytest.mark.parametrize("spec", ATTRIBUTE_SPECS, ids=_name)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 8), extra=st.integers(1, 4))
+def test_new_attributes_enter_as_if_silent_from_the_start(
+    spec: dict[str, Any], seed: int, n: int, extra: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    at = _positions(rng, n, extra)
+    size = n + extra
+    before = [_attributes(rng, n) for _ in range(30)]
+    ys = [1 if rng.random() < 0.5 else -1 for _ in before]
+    small = build(spec, labels=(1, -1), size=n)
+    large = build(spec, labels=(1, -1), size=size)
+    small_mistakes = _run(small, before, ys)
+    large_mistakes = _run(large, [Attributes(at[x.indices], x.values) for x in before], ys)
+    assert small_mistakes == large_mistakes
+    grown = small.grown(size, at)
+    _check_same(grown, large)
+    assert grown.version_ == small.version_ + 1 and grown.trials_ == small.trials_
+    after = [_attributes(rng, size) for _ in range(30)]
+    ys = [1 if rng.random() < 0.5 else -1 for _ in after]
+    assert _run(grown, after, ys) == _run(large, after, ys)
+    _check_same(grown, large)
+    assert _rebuilt(grown).export_state() == grown.export_state()
+
+
+#: Learners whose weights stay non-negative: a label no expert votes for scores 0 and is
+#: never their arg-max (it comes last), so a learner that had it from the start predicts
+#: as one given it later. A signed learner may predict such a label (all others below 0).
+NON_NEGATIVE = ("committee", "multiclass-winnow", "weighted-majority")
+
+
+@pytest.mark.parametrize("spec", EXPERT_SPECS, ids=_name)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 6),
+    extra=st.integers(1, 3),
+    new_labels=st.integers(0, 2),
+)
+def test_new_sub_experts_and_labels_enter_as_if_silent_from_the_start(
+    spec: dict[str, Any], seed: int, n: int, extra: int, new_labels: int
+) -> None:
+    if _name(spec) not in NON_NEGATIVE:
+        new_labels = 0  # see test_new_labels_leave_every_weight_of_a_signed_learner
+    rng = np.random.default_rng(seed)
+    at = _positions(rng, n, extra)
+    size, k = n + extra, 3
+    labels = ["a", "b", "c", "d", "e"][: k + new_labels]
+    before = [_votes(rng, n, k) for _ in range(30)]
+    ys = [labels[int(rng.integers(k))] for _ in before]
+    small = build(spec, labels=labels[:k], size=n)
+    large = build(spec, labels=labels, size=size)
+    small_mistakes = _run(small, before, ys)
+    moved = [Experts(at[x.expert], x.cls, x.value) for x in before]
+    assert small_mistakes == _run(large, moved, ys)
+    grown = small.grown(size, at, labels)
+    assert grown.labels == tuple(labels)
+    _check_same(grown, large)
+    after = [_votes(rng, size, len(labels)) for _ in range(30)]
+    ys = [labels[int(rng.integers(len(labels)))] for _ in after]
+    assert _run(grown, after, ys) == _run(large, after, ys)
+    _check_same(grown, large)
+    assert _rebuilt(grown).export_state() == grown.export_state()
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in EXPERT_SPECS if _name(s) not in NON_NEGATIVE], ids=_name
+)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 6))
+def test_new_labels_leave_every_weight_of_a_signed_learner(
+    spec: dict[str, Any], seed: int, n: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    small = build(spec, labels=["a", "b"], size=n)
+    for _ in range(20):
+        small.learn(_votes(rng, n, 2), ["a", "b"][int(rng.integers(2))])
+    grown = small.grown(n, np.arange(n), ["a", "b", "c"])
+    np.testing.assert_array_equal(grown.weights(), small.weights())  # type: ignore[attr-defined]
+    x = _votes(rng, n, 2)
+    np.testing.assert_array_equal(grown.scores(x)[:2], small.scores(x))
+    assert grown.scores(x)[2] == 0.0  # no expert has voted for it yet
+    grown.learn(Experts([0], [2], [1.0]), "c")
+    assert _rebuilt(grown).export_state() == grown.export_state()
+
+
+def _demoted_pair(spec: dict[str, Any], size: int, at: list[int]) -> tuple[Learner, float]:
+    """Experts at ``at`` vote a and b, the label is always c: every trial demotes the
+    predicted label's voter, until the raw weights underflow and are rescaled. Also
+    returns, for a Committee inside averaging, the average over the trials of an untouched
+    sub-expert's weight as that Committee normalises it (its raw weight over the total)."""
+    learner = build(spec, labels=["a", "b", "c"], size=size)
+    committee = getattr(learner, "learner_", learner)
+    x = Experts(at, [0, 1], [1.0, 1.0])
+    silent = 0.0
+    for _ in range(800):
+        learner.learn(x, "c")
+        silent += committee.scalars_[4] / committee.scalars_[0]  # type: ignore[attr-defined]
+    return learner, silent / 800
+
+
+def test_committee_takes_the_untouched_weight_through_its_rescales() -> None:
+    """Committee rescales its raw weights once they underflow; a sub-expert added after
+    still holds the share it would hold had it been there, silent, from the start."""
+    small, _ = _demoted_pair({"kind": "committee", "alpha": 1.9}, 2, [0, 1])
+    assert small.scalars_[3] > 0  # type: ignore[attr-defined]  # rescaled
+    large, _ = _demoted_pair({"kind": "committee", "alpha": 1.9}, 3, [0, 1])
+    grown = small.grown(3, [0, 1])
+    wg, wl = grown.weights(), large.weights()  # type: ignore[attr-defined]
+    # the silent one holds almost everything: compare the others as shares of it
+    np.testing.assert_allclose(wg[:2] / wg[2], wl[:2] / wl[2], rtol=1e-9)
+    assert wl[2] > 0.99
+
+
+def test_averaged_committee_adds_the_untouched_weight_as_it_normalised_it() -> None:
+    """A-B averages Committee's normalised weights, and a silent sub-expert's share of the
+    total would have changed every normalisation: so a new one enters the average as an
+    untouched sub-expert of the old learner, measured against the old total, through
+    the rescales; the old coordinates' averages stay as they were."""
+    spec = {"kind": "averaging", "learner": {"kind": "committee", "alpha": 1.9}}
+    small, silent = _demoted_pair(spec, 2, [0, 1])
+    assert small.learner_.scalars_[3] > 0  # type: ignore[attr-defined]  # rescaled
+    grown = small.grown(3, [0, 2])
+    w = grown.weights()  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(w[[0, 2]], small.weights())  # type: ignore[attr-defined]
+    np.testing.assert_allclose(w[1], silent, rtol=1e-9)
+    before = grown.export_state()
+    grown.learn(Experts([1], [2], [1.0]), "c")
+    assert grown.export_state() != before
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels", "why"),
+    [
+        ({"kind": "perceptron"}, (1, -1, 2), "exactly 2 labels"),
+        (
+            {"kind": "averaging", "learner": {"kind": "perceptron"}},
+            (1, -1, 2),
+            "exactly 2",
+        ),
+        ({"kind": "multiclass-winnow", "init_weights": [1, 2]}, None, "init_weights"),
+        ({"kind": "v-combine", "learners": [{"kind": "committee"}]}, None, "cannot take"),
+        ({"kind": "vr-combine"}, None, "cannot take"),
+    ],
+)
+def test_a_change_a_learner_cannot_take_is_refused_and_changes_nothing(
+    spec: dict[str, Any], labels: tuple[Any, ...] | None, why: str
+) -> None:
+    base = (1, -1) if labels else ("a", "b", "c")
+    learner = build(spec, labels=base, size=2)
+    before = learner.export_state()
+    with pytest.raises(CannotGrow, match=why):
+        learner.grown(3, [0, 1], labels)
+    assert learner.export_state() == before
+
+
+def test_coordinates_must_keep_their_order_inside_the_new_size() -> None:
+    learner = build({"kind": "perceptron"}, labels=(1, -1), size=3)
+    for at in ([0, 2, 1], [0, 1, 3], [0, 1], [-1, 0, 1]):
+        with pytest.raises(CannotGrow):
+            learner.grown(3, at)
+    with pytest.raises(CannotGrow, match="after the learner's own"):
+        build({"kind": "committee"}, labels=["a", "b"], size=2).grown(2, [0, 1], ["b", "a", "c"])
