@@ -35,12 +35,16 @@ MODELS = "/v1/models/"
 ALL = "admin-all"  # admin, on every model: keys and the audit log
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _TRIAL_CALLS = frozenset("/" + call for call in HANDLERS)
+_CHANGES = frozenset({"/experts", "/features", "/labels"})  # of the model's input
 # admin actions as the audit log names them: (method, path after the model name)
 _ACTIONS = {
     ("POST", "/v1/models"): "create model",
     ("DELETE", ""): "delete model",
     ("GET", "/state"): "export state",
     ("PUT", "/state"): "import state",
+    ("POST", "/experts"): "change experts",
+    ("POST", "/features"): "add features",
+    ("POST", "/labels"): "add labels",
     ("POST", "/v1/keys"): "create key",
     ("DELETE", "/v1/keys"): "revoke key",
 }
@@ -56,7 +60,7 @@ def needs(method: str, path: str) -> tuple[str | None, str | None, str]:
         rest = "/" + rest if rest else ""
         if rest in _TRIAL_CALLS or rest == "/stream":
             return "write", name, rest
-        if rest == "/state" or (rest == "" and method == "DELETE"):
+        if rest == "/state" or rest in _CHANGES or (rest == "" and method == "DELETE"):
             return "admin", name, rest
         return "read", name, rest
     if path == "/v1/models" and method == "POST":

@@ -21,14 +21,14 @@ import orjson
 from app.budget import Limits, check_labels, check_learner
 from app.errors import BadInput
 from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
-from models.core.learner import Learner, UpdateRefused
+from models.core.learner import CannotGrow, Learner, UpdateRefused
 from models.core.params import InvalidParameter
 from models.core.state import InvalidState
 from models.inputs.space import InputSpace
 from models.registry import build, kind_of
 from storage.codec import decode_entry, entry_stamp, fold_id
 from storage.errors import CorruptData
-from storage.repository import LogGap, RawEntry, Sync
+from storage.repository import LogGap, RawEntry, Sync, with_space
 
 __all__ = ["Applied", "LiveModel", "StateReplaced", "build_model", "plan_model"]
 
@@ -38,6 +38,7 @@ FOLD_BATCH = 5_000  # outcomes reported per script call at most
 BATCH_REPLAY = 16  # own learn entries replayed in one compiled call from this many
 RESEND = 1.0  # seconds after which unacknowledged outcomes are reported again
 QUARANTINED, REFUSED = 2, 3  # outcomes beyond 0 (no update) and 1 (updated)
+CHANGED = 4  # the outcome of a change entry: no trial
 
 
 class StateReplaced(LogGap):
@@ -62,7 +63,10 @@ def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str]
     inp = config["input"]
     try:
         space = InputSpace(
-            config["labels"], attributes=inp.get("attributes"), experts=inp.get("experts")
+            config["labels"],
+            attributes=inp.get("attributes"),
+            experts=inp.get("experts"),
+            generations=inp.get("generations"),
         )
     except (InvalidParameter, InvalidInstance) as e:
         name = getattr(e, "name", "")
@@ -117,20 +121,22 @@ class LiveModel:
         stamp: str = "",
         snapshot_every: int = 10_000,
         limits: Limits | None = None,
+        space: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.incarnation = incarnation
-        self.config = config
+        # the config with the input the model has at ``version`` (``space``: its input
+        # since a change, None as made)
+        self.config = config = with_space(config, space)
+        self.changed = space is not None
+        self.limits = limits
         self.space, self.form, self.learner = build_model(config, limits)
         if state is not None:
             try:
                 self.learner.import_state(orjson.loads(state))
             except (InvalidState, orjson.JSONDecodeError) as e:
                 raise CorruptData(f"model {name!r}: snapshot at version {version}: {e}") from None
-        self.labels = self.space.labels
-        self.label_keys = [str(lab) for lab in self.labels]  # the keys of answered scores
-        self.k = len(self.labels)
-        self.size = self.space.size(self.form)
+        self._sizes(snapshot_every)
         self.ttl_ms = int(config["label_ttl"] * 1000)
         self.max_active: int | None = config.get("max_active")
         self.version = version
@@ -138,8 +144,6 @@ class LiveModel:
         # and one finds out so if the log there is no longer what this worker applied
         self.stamp = stamp
         self.snapshot_version = version
-        # larger models snapshot less often, so snapshots cost O(1) per trial amortised
-        self.snapshot_every = max(snapshot_every, self.size * self.k // 16)
         self.folded = max(folded, version)
         self.unfolded: dict[int, tuple[int, int, int, str]] = {}
         self.fold_sent, self.fold_sent_at = self.folded, 0.0
@@ -151,6 +155,40 @@ class LiveModel:
         # cleared while a thread reads the learner (a snapshot): nothing may change it then
         self.unfrozen = asyncio.Event()
         self.unfrozen.set()
+
+    def _sizes(self, snapshot_every: int) -> None:
+        """What follows from the input space."""
+        self.labels = self.space.labels
+        self.label_keys = [str(lab) for lab in self.labels]  # the keys of answered scores
+        self.k = len(self.labels)
+        self.size = self.space.size(self.form)
+        # larger models snapshot less often, so snapshots cost O(1) per trial amortised
+        self.snapshot_base = snapshot_every
+        self.snapshot_every = max(snapshot_every, self.size * self.k // 16)
+
+    def changed_space(self, change: Any, limited: bool = True) -> tuple[InputSpace, Learner]:
+        """The input space and learner after ``change`` (see
+        :meth:`~models.inputs.space.InputSpace.changed`), this model left as it is;
+        ``limited``: checked against this worker's limits too (not at replay, where every
+        worker must do alike whatever its settings).
+
+        Raises :class:`~app.errors.BadInput` naming the offending field.
+        """
+        try:
+            space = self.space.changed(change)
+        except (InvalidParameter, InvalidInstance) as e:
+            raise BadInput(getattr(e, "name", "") or "change", str(e)) from None
+        if limited:  # the budgets, for the larger model
+            plan_model(with_space(self.config, space.config()), self.limits or Limits())
+        try:
+            learner = self.learner.grown(space.size(self.form), np.arange(self.size), space.labels)
+        except CannotGrow as e:
+            raise BadInput("learner", str(e)) from None
+        return space, learner
+
+    def space_doc(self) -> bytes:
+        """The input as a snapshot keeps it: b"" while it is the one the model was made with."""
+        return orjson.dumps(self.space.config()) if self.changed else b""
 
     @contextlib.asynccontextmanager
     async def frozen(self) -> AsyncIterator[None]:
@@ -218,11 +256,27 @@ class LiveModel:
                 self._quarantine(seq, exc)
                 self.stamp = ""  # unknown: the next call is not checked against it
                 continue
-            if e.x is None:
+            if e.kind == "change":
+                self._change(seq, e.change)
+            elif e.x is None:
                 raise StateReplaced(f"model {self.name!r}: state replaced at version {seq}")
-            self._replay(e.seq, e.x, e.y, e.predicted, e.trial_id)
+            else:
+                self._replay(e.seq, e.x, e.y, e.predicted, e.trial_id)
             self.stamp = stamp
         self.synced_at = time.monotonic()
+
+    def _change(self, seq: int, raw: bytes) -> None:
+        """Replay a change of the input: the learner grows in place of the entry."""
+        try:
+            space, learner = self.changed_space(orjson.loads(raw), limited=False)
+        except (BadInput, orjson.JSONDecodeError) as exc:  # alike on every worker
+            self._quarantine(seq, exc)
+            return
+        self.space, self.learner, self.changed = space, learner, True
+        self.config = with_space(self.config, space.config())
+        self._sizes(self.snapshot_base)
+        self.version = seq
+        self._record(seq, 0, 0, CHANGED, "")
 
     def _quarantine(self, seq: int, exc: Exception) -> None:
         """Skip log entry ``seq``: every worker finds the same fault in it and skips it

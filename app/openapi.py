@@ -67,6 +67,27 @@ ERRORS: dict[str, dict[int, str]] = {
         413: _BODY,
         422: "the state is not one of this model's learner",
     },
+    "POST /v1/models/{name}/experts": {
+        **_MODEL,
+        409: f"other changes of the input kept coming meanwhile; or {_AGAIN}",
+        413: _BODY,
+        422: "a name is taken (a retired one included) or unknown, or the learner cannot "
+        "take new inputs, or the model would exceed a limit",
+    },
+    "POST /v1/models/{name}/features": {
+        **_MODEL,
+        409: f"other changes of the input kept coming meanwhile; or {_AGAIN}",
+        413: _BODY,
+        422: "the model has no named features, a name is taken, or the learner cannot take "
+        "new inputs, or the model would exceed a limit",
+    },
+    "POST /v1/models/{name}/labels": {
+        **_MODEL,
+        409: f"other changes of the input kept coming meanwhile; or {_AGAIN}",
+        413: _BODY,
+        422: "a label is taken or not a label, or the learner is binary or cannot take new "
+        "labels, or the model would exceed a limit",
+    },
     "GET /v1/models/{name}/stats": _MODEL,
     "POST /v1/models/{name}/predict": {
         **_TRIAL,
@@ -240,6 +261,7 @@ def input_schemas() -> dict[str, dict[str, Any]]:
         "normalize": {"enum": list(NORMALIZE), "default": "raw"},
         "threshold_experts": {"type": "boolean", "default": False},
         "split_classes": {"anyOf": [{"const": "all"}, {"type": "null"}, split], "default": None},
+        "retired": {**_NAMES, "description": "experts that vote no more (see POST .../experts)"},
     }
     return {
         "AttributesConfig": {

@@ -118,7 +118,7 @@ class Replicas:
             await self.warmup.wait()
         stored = await self.store.read(name)
         snap = await self.store.read_snapshot(name)
-        version, state, stamp = snap if snap is not None else (0, None, "")
+        version, state, stamp, space = (0, None, "", None) if snap is None else snap
         try:
             m = await asyncio.to_thread(
                 LiveModel,
@@ -131,6 +131,7 @@ class Replicas:
                 stamp=stamp,
                 snapshot_every=self.settings.snapshot_every,
                 limits=self.limits,
+                space=space,
             )
         except (BadInput, KeyError, TypeError) as e:
             raise CorruptData(f"model {name!r}: stored config is invalid: {e}") from None
@@ -285,9 +286,16 @@ class Replicas:
                 # the outcomes to fold stop at the state's version too: the script checks
                 # both against the stamp of the log entry there
                 version, stamp, fold = m.version, m.stamp, m.fold_payload()
-                state = await asyncio.to_thread(m.export)
+                state, space = await asyncio.to_thread(m.export), m.space_doc()
             if await self.store.save_snapshot(
-                m.name, m.incarnation, version, state, fold, self.settings.log_retain, seen=stamp
+                m.name,
+                m.incarnation,
+                version,
+                state,
+                fold,
+                self.settings.log_retain,
+                seen=stamp,
+                space=space,
             ):
                 m.snapshot_version = version
         except LogGap:  # this copy learned from entries the log no longer holds

@@ -80,6 +80,41 @@ class InputConfig(_In):
         '"argmax", "threshold_experts": false, "split_classes": null}',
         examples=[EXAMPLE_MODEL["input"]["experts"]],
     )
+    generations: list[list[int]] | None = Field(
+        None,
+        max_length=10_000,
+        description="[experts, features, labels] at creation and after each change that "
+        "added some, as a changed model's input shows it (kept, so that a copy numbers "
+        "its inputs alike)",
+    )
+
+
+#: the most names one change adds or retires
+MAX_CHANGE_NAMES = 10_000
+InputName = Annotated[str, Field(strict=True, min_length=1, max_length=MAX_LABEL_LENGTH)]
+
+
+class ExpertsChange(_In):
+    """Experts to add (new names, after the others) and to retire (they vote no more)."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"add": ["vit"], "retire": ["svm"]}]}
+    )
+
+    add: list[InputName] | None = Field(None, min_length=1, max_length=MAX_CHANGE_NAMES)
+    retire: list[InputName] | None = Field(None, min_length=1, max_length=MAX_CHANGE_NAMES)
+
+
+class FeaturesChange(_In):
+    """Named features to add, after the others."""
+
+    add: list[InputName] = Field(min_length=1, max_length=MAX_CHANGE_NAMES)
+
+
+class LabelsChange(_In):
+    """Labels to add, after the others."""
+
+    add: list[Label] = Field(min_length=1, max_length=MAX_LABELS)
 
 
 class ModelCreate(_In):
@@ -123,7 +158,10 @@ class Counters(BaseModel):
 class ModelPublic(BaseModel):
     name: str
     labels: list[Label]
-    input: dict[str, Any] = Field(description="the input config as created (see InputConfig)")
+    input: dict[str, Any] = Field(
+        description="the input config as it is now (see InputConfig): as created, with the "
+        "experts, features and labels added since, and the experts retired"
+    )
     learner: dict[str, Any]
     label_ttl: float
     max_active: int | None = None

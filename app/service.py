@@ -30,6 +30,7 @@ from app.live import build_model, plan_model
 from app.replicas import LIMIT, Replicas, Warming
 from app.trials import TrialCalls
 from models.core.state import InvalidState
+from storage.codec import MAX_CHANGE
 from storage.errors import Conflict, ModelNotFound, StorageError
 from storage.repository import Idempotency, ModelStore, Statistics, StoredModel
 
@@ -180,12 +181,53 @@ class ModelService:
                 idem=idem,
                 keep_ms=m.ttl_ms,
                 seen=m.stamp,
+                space=m.space_doc(),
             )
             if sync is None:
                 self.replicas.drop(m)
                 return seq
             await self.replicas.catch_up(m, sync)
         raise Conflict(f"model {name!r} kept changing: import its state again")
+
+    async def change_input(
+        self, name: str, change: dict[str, Any], idem: Idempotency | None = None
+    ) -> int:
+        """Add experts, features or labels to the model, or retire experts: a change
+        entry in its log, which every worker applies in its place. Returns its seq.
+
+        Raises :class:`BadInput` naming the offending field when the model or its learner
+        cannot take the change.
+        """
+        raw = orjson.dumps(change)
+        if len(raw) > MAX_CHANGE:
+            raise BadInput("body", f"a change of {len(raw)} bytes: at most {MAX_CHANGE}")
+        for _ in range(5):
+            m = await self.replicas.fresh(name)
+            if idem is not None:  # a retry of a change made: the first answer
+                seq = await self.store.earlier(name, m.incarnation, idem, "change")
+                if seq is not None:
+                    return seq
+            async with m.frozen():  # the learner is copied off the event loop
+                space, _ = await asyncio.to_thread(m.changed_space, change)
+            sync, seq = await self.store.change(
+                name,
+                m.incarnation,
+                m.version,
+                raw,
+                orjson.dumps(space.config()),
+                (space.n_classes, space.size(m.form)),
+                m.fold_payload(),
+                LIMIT,
+                checked=m.space_doc(),
+                idem=idem,
+                keep_ms=m.ttl_ms,
+                seen=m.stamp,
+            )
+            if sync is None:
+                await self.replicas.fresh(name)  # this worker applies it before answering
+                return seq
+            await self.replicas.catch_up(m, sync)
+        raise Conflict(f"model {name!r} kept changing: send the change again")
 
     @staticmethod
     def _staged(learner: Any, doc: Any) -> bytes:

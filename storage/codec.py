@@ -17,6 +17,7 @@ from models.core.instance import Attributes, Experts, InvalidInstance
 from storage.errors import CorruptData
 
 __all__ = [
+    "MAX_CHANGE",
     "LogEntry",
     "decode_entry",
     "decode_instance",
@@ -26,6 +27,9 @@ __all__ = [
     "parse_int",
     "valid_stamp",
 ]
+
+#: the largest change of a model's input a log entry holds, in bytes of JSON
+MAX_CHANGE = 1 << 20
 
 _I4 = np.dtype("<i4")
 _F8 = np.dtype("<f8")
@@ -121,7 +125,9 @@ class LogEntry(NamedTuple):
     ``kind`` is ``"label"`` (a labelled prediction; ``predicted`` is the served class),
     ``"learn"`` (``predicted`` is None: the learner's own prediction at replay;
     ``trial_id`` is ``!<key>`` for one appended with an idempotency key) or
-    ``"reset"`` (the state was replaced by the snapshot at ``seq``; no instance).
+    ``"reset"`` (the state was replaced by the snapshot at ``seq``; no instance) or
+    ``"change"`` (the model's input changed: ``change`` is the change as JSON; no
+    instance).
     """
 
     seq: int
@@ -130,6 +136,7 @@ class LogEntry(NamedTuple):
     y: int
     predicted: int | None
     trial_id: str
+    change: bytes = b""
 
 
 def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int) -> LogEntry:
@@ -145,6 +152,11 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
     kind = f.get(b"k")
     if kind == b"r":
         return LogEntry(seq, "reset", None, 0, None, "")
+    if kind == b"c":
+        change = f.get(b"c")
+        if not isinstance(change, bytes) or not 0 < len(change) <= MAX_CHANGE:
+            raise CorruptData(f"log entry {seq}: a change entry needs field c (JSON)")
+        return LogEntry(seq, "change", None, 0, None, "", change)
     if kind not in (b"l", b"n") or b"x" not in f or b"y" not in f:
         raise CorruptData(f"log entry {seq}: expected fields k (l or n), x and y")
     x = decode_instance(f[b"x"], size, n_classes)

@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import redis.asyncio as aioredis
@@ -53,11 +53,14 @@ __all__ = [
     "NotDurable",
     "PredictResult",
     "RawEntry",
+    "Snapshot",
     "Statistics",
     "StoredModel",
     "Sync",
     "new_stamp",
     "position",
+    "read_space",
+    "with_space",
 ]
 
 RawEntry = tuple[bytes, list[bytes]]
@@ -165,6 +168,45 @@ class StoredModel:
     folded: int
     counters: dict[str, int] = field(default_factory=dict)
     confusion: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: the model's input (labels and sections) since its last change; None: as made
+    space: dict[str, Any] | None = None
+
+    @property
+    def current(self) -> dict[str, Any]:
+        """The config with the input the model has now."""
+        return with_space(self.config, self.space)
+
+
+def with_space(config: dict[str, Any], space: dict[str, Any] | None) -> dict[str, Any]:
+    """``config`` with its labels and input sections replaced by ``space``'s (an input
+    space's config), when given."""
+    if space is None:
+        return config
+    sections = {k: v for k, v in space.items() if k != "labels"}
+    return {**config, "labels": space["labels"], "input": sections}
+
+
+def read_space(raw: Any, what: str) -> dict[str, Any] | None:
+    """A stored input (JSON of an object with labels), or None for none ('' or absent)."""
+    if raw is None or raw == b"":
+        return None
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise CorruptData(f"{what}: not JSON") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("labels"), list):
+        raise CorruptData(f"{what}: expected an object with labels")
+    return doc
+
+
+class Snapshot(NamedTuple):
+    """A model's kept state: its version, the learner's state document (JSON), the stamp
+    of the log entry at that version and the input it has there (None: as made)."""
+
+    version: int
+    state: bytes
+    stamp: str
+    space: dict[str, Any] | None
 
 
 @dataclass(slots=True)
@@ -200,7 +242,7 @@ _SCRIPTS = {
 ACKS = ("applied", "fsync", "replicated")
 CHECK_AGAIN = 5.0  # seconds before a server that failed check_server is checked again
 # the scripts whose writes a durable acknowledgement waits for: the trials, the models
-DURABLE = frozenset({"CREATE", "DELETE", "IMPORT", "LABEL", "LEARN", "PREDICT"})
+DURABLE = frozenset({"CHANGE", "CREATE", "DELETE", "IMPORT", "LABEL", "LEARN", "PREDICT"})
 _REUSED = "Idempotency-Key was used before with another request"
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
 GRAVE_BATCH = 1_000  # trial hashes a delete or a sweep removes in one step
@@ -600,7 +642,7 @@ class ModelStore:
             p, _, u = _text(v).partition(":")
             out[seq] = (
                 parse_int(p, "folded prediction"),
-                parse_int(u, "folded outcome", 0, 3) == 1,
+                parse_int(u, "folded outcome", 0, 4) == 1,
             )
         return out
 
@@ -636,6 +678,7 @@ class ModelStore:
             created=_int(meta.get("created", b"0"), "created"),
             version=_int(meta.get("version", b"0"), "version"),
             folded=_int(meta.get("folded", b"0"), "folded"),
+            space=read_space(meta.get("input"), f"model {name!r}: its input"),
         )
         for c in _COUNTERS:
             out.counters[c] = _int(meta.get(c, b"0"), c)
@@ -679,19 +722,23 @@ class ModelStore:
         keys = self.keys(name).all_fixed()
         await self._run("SUMMARY", name, keys, [incarnation, version, doc])
 
-    async def read_snapshot(self, name: str) -> tuple[int, bytes, str] | None:
-        """(version, state, the stamp of the log entry at that version) of the model's
-        snapshot; None when it has none."""
+    async def read_snapshot(self, name: str) -> Snapshot | None:
+        """The model's snapshot; None when it has none."""
         async with _redis_errors():
             got: list[Any] = await self.client.hmget(
-                self.keys(name).snapshot, "version", "state", "w"
+                self.keys(name).snapshot, "version", "state", "w", "c"
             )
-        version, state, stamp = got
+        version, state, stamp, space = got
         if version is None:
             return None
         if not isinstance(state, bytes):
             raise CorruptData(f"model {name!r}: snapshot without state")
-        return _int(version, "snapshot version"), state, valid_stamp(stamp, "snapshot")
+        return Snapshot(
+            _int(version, "snapshot version"),
+            state,
+            valid_stamp(stamp, "snapshot"),
+            read_space(space, f"model {name!r}: the snapshot's input"),
+        )
 
     async def read_outcome(self, name: str, incarnation: str, trial_id: str) -> int | None:
         """The folded outcome of labelling ``trial_id`` (see :mod:`storage.scripts`: 0..3),
@@ -858,6 +905,7 @@ class ModelStore:
         retain: int,
         *,
         seen: str = "",
+        space: bytes = b"",
     ) -> bool:
         """Keep ``state`` as the model at ``version`` if newer; False if outcomes up to
         ``version`` are not folded yet. ``fold`` holds outcomes up to ``version`` at most,
@@ -865,7 +913,7 @@ class ModelStore:
         log no longer holds raises :class:`LogGap` and is not kept."""
         k = self.keys(name)
         keys = [*k.all_fixed(), *_fold_keys(k, incarnation, fold)]
-        args = [incarnation, position(version, seen), state, fold, retain]
+        args = [incarnation, position(version, seen), state, fold, retain, space]
         reply = await self._run("SNAPSHOT", name, keys, args)
         return bool(reply[0] == b"ok")
 
@@ -881,16 +929,22 @@ class ModelStore:
         idem: Idempotency | None = None,
         keep_ms: int = 86_400_000,
         seen: str = "",
+        space: bytes = b"",
     ) -> tuple[Sync | None, int]:
         """Replace the learner state after version ``known``; returns (None, its seq), or
         (the sync to catch up with, -1) when ``known`` is not current and fully folded.
-        A retry with ``idem`` returns the first request's seq."""
+        A retry with ``idem`` returns the first request's seq. ``space`` is the model's
+        input now (b"": as made)."""
         k = self.keys(name)
         keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
         keys += _fold_keys(k, incarnation, fold)
         args = [incarnation, position(known, seen, new_stamp()), state, fold, limit]
-        args += [idem.digest if idem else "", keep_ms]
-        reply = await self._run("IMPORT", name, keys, args)
+        args += [idem.digest if idem else "", keep_ms, space]
+        return self._appended(await self._run("IMPORT", name, keys, args), incarnation)
+
+    def _appended(self, reply: Any, incarnation: str) -> tuple[Sync | None, int]:
+        """What a keyed write of one entry (IMPORT, CHANGE) replied: (None, its seq), or
+        (the sync to catch up with, -1)."""
         if reply[0] == b"stale":
             return self._sync(reply), -1
         if reply[0] == b"mismatch":
@@ -898,3 +952,46 @@ class ModelStore:
         if reply[0] == b"repeat" and _text(reply[2]) != incarnation:
             raise Conflict(_EARLIER)
         return None, _int(reply[1], "seq")
+
+    async def earlier(self, name: str, incarnation: str, idem: Idempotency, op: str) -> int | None:
+        """The seq a write ``op`` made under ``idem`` when it was made (a retry), None
+        when no write was; :class:`Conflict` when the key was used for another request."""
+        async with _redis_errors():
+            got: list[Any] = await self.client.hmget(
+                self.keys(name).idem(idem.key), "op", "h", "a", "inc"
+            )
+        if got[0] is None:
+            return None
+        if _text(got[0]) != op or _text(got[1]) != idem.digest:
+            raise Conflict(_REUSED)
+        if _text(got[3]) != incarnation:
+            raise Conflict(_EARLIER)
+        return _int(got[2], "the seq of an earlier write")
+
+    async def change(
+        self,
+        name: str,
+        incarnation: str,
+        known: int,
+        change: bytes,
+        space: bytes,
+        sizes: tuple[int, int],
+        fold: bytes,
+        limit: int,
+        *,
+        checked: bytes = b"",
+        idem: Idempotency | None = None,
+        keep_ms: int = 86_400_000,
+        seen: str = "",
+    ) -> tuple[Sync | None, int]:
+        """Append a change of the model's input, checked against the input ``checked``
+        (b"": as made) the model had at version ``known``: ``change`` as the log keeps
+        it, ``space`` the input after it and ``sizes`` its (labels, input size). Returns
+        (None, its seq), or (the sync to catch up with, -1) when another change came
+        first. A retry with ``idem`` returns the first seq."""
+        k = self.keys(name)
+        keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
+        keys += _fold_keys(k, incarnation, fold)
+        args = [incarnation, position(known, seen, new_stamp()), change, fold, limit]
+        args += [idem.digest if idem else "", keep_ms, space, sizes[0], sizes[1], checked]
+        return self._appended(await self._run("CHANGE", name, keys, args), incarnation)

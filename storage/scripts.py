@@ -31,8 +31,8 @@ order, each exactly once) and ignores those already folded, so any worker may re
 outcome any number of times; the outcome of a learn appended with an idempotency key
 (id ``!<key>``) goes into that key's record as field ``o<seq>`` = ``p:u``, so a retry
 answers from it whoever replays. ``u`` is 0 (no update), 1 (updated), 2 (the entry could not
-be replayed and was skipped by every worker: quarantined) or 3 (the learner refused the
-update whole).
+be replayed and was skipped by every worker: quarantined), 3 (the learner refused the
+update whole) or 4 (a change of the model's input, not a trial: nothing is counted).
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ local function fold(payload)
       local y, p, u, id = e[1], e[2], e[3], e[4]
       if u == 2 then
         quarantined = quarantined + 1
+      elseif u == 4 then  -- a change of the model's input: no trial
       else
         if p ~= y then mistakes = mistakes + 1 end
         if u == 1 then updates = updates + 1 end

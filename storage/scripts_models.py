@@ -32,6 +32,7 @@ from __future__ import annotations
 from storage.scripts import PRELUDE
 
 __all__ = [
+    "CHANGE",
     "CREATE",
     "DELETE",
     "IDEM_ANSWER",
@@ -182,7 +183,8 @@ SNAPSHOT = (
 -- folded
 -- ARGV: 1 incarnation, 2 the state's position (version and the stamp of its entry, as
 -- the trial scripts take it), 3 state, 4 fold (outcomes up to that version at most),
--- 5 log entries to keep
+-- 5 log entries to keep, 6 the input at that version (JSON; '' for the one it was made
+-- with)
 -- Reply: {'ok', snapshot version} | {'unfolded'} (fold up to the version first) |
 -- {'reload'} (the log at that version is not what the state was learned from)
 -- Keeps the newer snapshot and trims the log to what follows it, but never below the
@@ -198,7 +200,7 @@ end
 fold(ARGV[4])
 if num(meta, 'folded') < v then return {'unfolded'} end
 if v > cur then
-  redis.call('HSET', KEYS[3], 'version', v, 'state', ARGV[3], 'w', seen)
+  redis.call('HSET', KEYS[3], 'version', v, 'state', ARGV[3], 'w', seen, 'c', ARGV[6])
   cur = v
 end
 local keep = math.min(cur, num(meta, 'version') - tonumber(ARGV[5]) + 1)
@@ -207,24 +209,38 @@ return {'ok', cur}
 """
 )
 
+# A keyed write that appends one entry (KEYS[9] its record, ARGV[6] the body's hash or
+# '', ARGV[7] the record's lifetime): ``once`` answers a retry as the first request was
+# answered (or a key used for another request), ``remember`` keeps the seq it wrote.
+_ONCE = """
+local function once(op)
+  if ARGV[6] == '' then return nil end
+  local old = redis.call('HMGET', KEYS[9], 'op', 'h', 'a', 'inc')
+  if not old[1] then return nil end
+  if old[1] == op and old[2] == ARGV[6] then return {'repeat', old[3], old[4]} end
+  return {'mismatch'}
+end
+local function remember(op, seq)
+  if ARGV[6] == '' then return end
+  redis.call('HSET', KEYS[9], 'op', op, 'h', ARGV[6], 'a', seq, 'inc', ARGV[1])
+  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[7]))
+end
+"""
+
 IMPORT = (
     PRELUDE
+    + _ONCE
     + """
 -- KEYS: 1-8 those of every trial script (storage.scripts), 9 idempotency record (or a
 -- placeholder when ARGV[6] is ''), then the keys of the outcomes folded
 -- ARGV: 1 incarnation, 2 known version, 3 state, 4 fold, 5 limit, 6 body hash or '',
--- 7 record lifetime (ms)
+-- 7 record lifetime (ms), 8 the model's input now (JSON; '' for the one it was made with)
 -- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry) |
 -- {'repeat', seq, incarnation} | {'mismatch'}
 -- Replaces the learner state: appends a reset entry (k = r) at seq and keeps the state as
 -- the snapshot at seq; workers that replay the reset entry reload from the snapshot.
-if ARGV[6] ~= '' then
-  local old = redis.call('HMGET', KEYS[9], 'op', 'h', 'a', 'inc')
-  if old[1] then
-    if old[1] == 'import' and old[2] == ARGV[6] then return {'repeat', old[3], old[4]} end
-    return {'mismatch'}
-  end
-end
+local earlier = once('import')
+if earlier then return earlier end
 local version = num(meta, 'version')
 if not reachable(version) then return {'reload'} end
 fold(ARGV[4])
@@ -233,13 +249,44 @@ if version ~= known or num(meta, 'folded') < known then
 end
 version = version + 1
 redis.call('XADD', KEYS[2], version .. '-0', 'k', 'r', 'w', stamp)
-redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3], 'w', stamp)
+redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3], 'w', stamp, 'c', ARGV[8])
 redis.call('HSET', meta, 'version', version, 'folded', version)
 redis.call('HINCRBY', meta, 'imports', 1)
-if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[9], 'op', 'import', 'h', ARGV[6], 'a', version, 'inc', ARGV[1])
-  redis.call('PEXPIRE', KEYS[9], tonumber(ARGV[7]))
+remember('import', version)
+return {'ok', version}
+"""
+)
+
+CHANGE = (
+    PRELUDE
+    + _ONCE
+    + """
+-- KEYS: 1-8 those of every trial script (storage.scripts), 9 idempotency record (or a
+-- placeholder when ARGV[6] is ''), then the keys of the outcomes folded
+-- ARGV: 1 incarnation, 2 known version, 3 the change (JSON), 4 fold, 5 limit, 6 body
+-- hash or '', 7 record lifetime (ms), 8 the input after the change (JSON), 9 labels k,
+-- 10 input size n, 11 the input the caller checked the change against ('' as made)
+-- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry) |
+-- {'repeat', seq, incarnation} | {'mismatch'} | {'reload'}
+-- Changes the model's input (experts, features, labels): appends a change entry (k = c)
+-- at seq, which every worker replays in its place, and keeps the input after it (meta
+-- field 'input') and the sizes the trial scripts check instances and labels against.
+-- The caller checked the change against the model's input at ``known``: trials since
+-- then leave it valid, another change does not (stale: catch up and check again). The
+-- entry is folded as every entry is, with outcome 4 (no trial).
+local earlier = once('change')
+if earlier then return earlier end
+local version = num(meta, 'version')
+if not reachable(version) then return {'reload'} end
+fold(ARGV[4])
+if (redis.call('HGET', meta, 'input') or '') ~= ARGV[11] then
+  return {'stale', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[5]))}
 end
+version = version + 1
+redis.call('XADD', KEYS[2], version .. '-0', 'k', 'c', 'c', ARGV[3], 'w', stamp)
+redis.call('HSET', meta, 'version', version, 'input', ARGV[8], 'k', ARGV[9], 'n', ARGV[10])
+redis.call('HINCRBY', meta, 'changes', 1)
+remember('change', version)
 return {'ok', version}
 """
 )

@@ -11,6 +11,9 @@ from app.deps import IdempotencyKeyDep, NameDep, ServiceDep
 from app.routers._lean import idempotency
 from app.schemas import (
     Counters,
+    ExpertsChange,
+    FeaturesChange,
+    LabelsChange,
     LearnerKind,
     ModelCreate,
     ModelPublic,
@@ -26,7 +29,7 @@ router = APIRouter(prefix="/v1", tags=["models"])
 
 
 def public(m: StoredModel) -> ModelPublic:
-    c = m.config
+    c = m.current
     return ModelPublic(
         name=m.name,
         labels=c["labels"],
@@ -117,6 +120,63 @@ async def put_state(
     idem = idempotency(key, "import", name, await request.body())
     version = await service.import_state(name, body.state, idem)
     return StatePublic(model_version=version, state=body.state)
+
+
+async def _change(
+    name: str,
+    part: str,
+    body: ExpertsChange | FeaturesChange | LabelsChange,
+    request: Request,
+    service: Any,
+    key: str | None,
+) -> ModelPublic:
+    idem = idempotency(key, part, name, await request.body())
+    await service.change_input(name, {part: body.model_dump(exclude_none=True)}, idem)
+    return public(await service.store.read(name))
+
+
+@router.post("/models/{name}/experts")
+async def change_experts(
+    name: NameDep,
+    body: ExpertsChange,
+    request: Request,
+    service: ServiceDep,
+    key: IdempotencyKeyDep = None,
+) -> ModelPublic:
+    """Add experts and retire experts, live: one entry in the model's log, which every
+    worker applies at the same point. A new expert enters as if it had been there from
+    the start and had never voted (see the learners' pages for each kind's weight); a
+    retired one keeps its weight and its name, and a payload in which it votes is a 422.
+    422 naming the field when a name is taken (a retired one included) or the learner
+    cannot take new inputs. With an ``Idempotency-Key``, a retry gets the first answer."""
+    return await _change(name, "experts", body, request, service, key)
+
+
+@router.post("/models/{name}/features")
+async def add_features(
+    name: NameDep,
+    body: FeaturesChange,
+    request: Request,
+    service: ServiceDep,
+    key: IdempotencyKeyDep = None,
+) -> ModelPublic:
+    """Add named features, live (a model with ``feature_names`` only), as a change of
+    experts is."""
+    return await _change(name, "features", body, request, service, key)
+
+
+@router.post("/models/{name}/labels")
+async def add_labels(
+    name: NameDep,
+    body: LabelsChange,
+    request: Request,
+    service: ServiceDep,
+    key: IdempotencyKeyDep = None,
+) -> ModelPublic:
+    """Add labels, live: every multi-class learner gains a class (with its threshold
+    and attribute sub-experts where the input has them); a binary learner refuses with a
+    422. Predictions served before the change still take their labels."""
+    return await _change(name, "labels", body, request, service, key)
 
 
 @router.get("/learners", tags=["learners"])

@@ -180,6 +180,26 @@ class AsyncClient:
         """Replace the learner's state with one exported from a model of the same spec."""
         return await self._run(calls.put_state(name, state))
 
+    async def change_experts(
+        self,
+        name: str,
+        add: Sequence[str] | None = None,
+        retire: Sequence[str] | None = None,
+    ) -> Model:
+        """Add experts and retire experts of a live model; returns the model as it is
+        then. A new expert enters as if it had been there from the start, silent; a
+        retired one's votes are refused afterwards, and its name is never reused."""
+        return await self._run(calls.change_experts(name, add, retire))
+
+    async def add_features(self, name: str, add: Sequence[str]) -> Model:
+        """Add named features to a live model (one made with ``feature_names``)."""
+        return await self._run(calls.add_features(name, add))
+
+    async def add_labels(self, name: str, add: Sequence[Label]) -> Model:
+        """Add labels to a live multi-class model; predictions made before still take
+        their labels."""
+        return await self._run(calls.add_labels(name, add))
+
     async def stats(self, name: str) -> Stats:
         return await self._run(calls.stats(name))
 

@@ -158,6 +158,24 @@ def put_state(name: str, state: State | Mapping[str, Any]) -> Call[State]:
     return Call("PUT", _model(name, "state"), State.model_validate, body, key=new_key())
 
 
+def change_experts(
+    name: str, add: Sequence[str] | None, retire: Sequence[str] | None
+) -> Call[Model]:
+    body = {k: list(v) for k, v in (("add", add), ("retire", retire)) if v}
+    # keyed: a retry after a lost answer gets the first answer, not a 422 (name taken)
+    return Call("POST", _model(name, "experts"), Model.model_validate, body, key=new_key())
+
+
+def add_features(name: str, add: Sequence[str]) -> Call[Model]:
+    body = {"add": list(add)}
+    return Call("POST", _model(name, "features"), Model.model_validate, body, key=new_key())
+
+
+def add_labels(name: str, add: Sequence[Label]) -> Call[Model]:
+    body = {"add": list(add)}
+    return Call("POST", _model(name, "labels"), Model.model_validate, body, key=new_key())
+
+
 def stats(name: str) -> Call[Stats]:
     return Call("GET", _model(name, "stats"), Stats.model_validate)
 

@@ -176,6 +176,26 @@ class Client:
         """Replace the learner's state with one exported from a model of the same spec."""
         return self._run(calls.put_state(name, state))
 
+    def change_experts(
+        self,
+        name: str,
+        add: Sequence[str] | None = None,
+        retire: Sequence[str] | None = None,
+    ) -> Model:
+        """Add experts and retire experts of a live model; returns the model as it is
+        then. A new expert enters as if it had been there from the start, silent; a
+        retired one's votes are refused afterwards, and its name is never reused."""
+        return self._run(calls.change_experts(name, add, retire))
+
+    def add_features(self, name: str, add: Sequence[str]) -> Model:
+        """Add named features to a live model (one made with ``feature_names``)."""
+        return self._run(calls.add_features(name, add))
+
+    def add_labels(self, name: str, add: Sequence[Label]) -> Model:
+        """Add labels to a live multi-class model; predictions made before still take
+        their labels."""
+        return self._run(calls.add_labels(name, add))
+
     def stats(self, name: str) -> Stats:
         return self._run(calls.stats(name))
 

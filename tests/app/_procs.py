@@ -309,6 +309,13 @@ def replay(
     for entry_id, fields in raw:
         flat = [v for kv in fields.items() for v in kv]
         e = decode_entry(entry_id, flat, model.size, model.k)
+        if e.kind == "change":  # the input grows: so does the learner, a new one
+            model.apply([(entry_id, flat)])
+            assert model.version == e.seq and model.quarantined == 0, f"entry {e.seq}"
+            learner = model.learner
+            out.kinds[e.seq] = e.kind
+            check(e.seq)
+            continue
         own, _ = model.predict(e.x)
         mistakes, updates = learner.mistakes_, learner.updates_
         model.apply([(entry_id, flat)])

@@ -50,6 +50,12 @@ ACCEPTED = {
     "POST /v1/models/{name}/label/batch": [404, 422],
     "POST /v1/models/{name}/learn/batch": [404, 409, 422],
     "DELETE /v1/keys/{key_id}": [404],
+    # 422: a name or label to add must be new (retired experts' names included), one to
+    # retire must be a voting expert; the model must have experts, named features or
+    # several labels to take them; the learner must be able to grow, within the limits.
+    "POST /v1/models/{name}/experts": [404, 409, 422],
+    "POST /v1/models/{name}/features": [404, 409, 422],
+    "POST /v1/models/{name}/labels": [404, 409, 422],
 }
 MAX_EXAMPLES = 20  # per operation and phase: the whole test takes one to two minutes
 

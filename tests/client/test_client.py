@@ -281,3 +281,18 @@ def test_recycling_stats_are_typed(client: Client, name: str) -> None:
         time.sleep(0.05)
         s = client.stats(name)
     assert isinstance(s.internal, Internal) and s.internal.trials >= 10
+
+
+def test_live_changes(client: Client, name: str) -> None:
+    client.create_model(
+        name, labels=["a", "b"], attributes={"feature_names": ["x"]}, learner="perceptron"
+    )
+    m = client.add_features(name, ["y"])
+    assert m.input["attributes"]["feature_names"] == ["x", "y"]
+    assert client.learn(name, {"features": {"y": 1.0}}, "b").mistake
+    with pytest.raises(InvalidInput) as e:
+        client.add_labels(name, ["c"])
+    assert e.value.field == "learner"
+    with pytest.raises(InvalidInput) as e:
+        client.change_experts(name, add=["clf"])
+    assert e.value.field == "experts"

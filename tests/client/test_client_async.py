@@ -65,6 +65,16 @@ def test_every_call(service_url: str, name: str) -> None:
             with pytest.raises(InvalidInput) as e:
                 await c.learn(name, {"experts": {"ghost": "cat"}}, "cat")
             assert e.value.field == "instance"
+            m = await c.change_experts(name, add=["vit"], retire=["knn"])
+            assert m.input["experts"]["retired"] == ["knn"] and m.version == 10
+            m = await c.add_labels(name, ["fox"])
+            assert m.labels == ["cat", "dog", "bird", "fox"]
+            assert (await c.learn(name, {"experts": {"vit": "fox"}}, "fox")).predicted == "fox"
+            with pytest.raises(InvalidInput, match="retired"):
+                await c.learn(name, {"experts": {"knn": "cat"}}, "cat")
+            with pytest.raises(InvalidInput) as e:
+                await c.add_features(name, ["colour"])
+            assert e.value.field == "features"
             await c.delete_model(name)
             with pytest.raises(NotFound):
                 await c.model(name)

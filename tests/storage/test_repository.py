@@ -175,12 +175,12 @@ async def test_snapshot_trims_the_log_and_old_readers_reload(store: ModelStore) 
     assert not await store.save_snapshot("m", inc, 6, b"{}", b"", 2)  # not folded yet
     done = fold(1, [(0, 0, 0, "")] * 6)
     assert await store.save_snapshot("m", inc, 6, b'{"s": 6}', done, 2)
-    assert await store.read_snapshot("m") == (6, b'{"s": 6}', "")
+    assert await store.read_snapshot("m") == (6, b'{"s": 6}', "", None)
     # the snapshot's own entry stays: a worker there can still show its stamp
     kept = [b"6-0", b"7-0", b"8-0", b"9-0", b"10-0"]
     assert [e[0] for e in await store.read_log("m", 0, 100)] == kept
     assert await store.save_snapshot("m", inc, 5, b"older", b"", 2)
-    assert await store.read_snapshot("m") == (6, b'{"s": 6}', "")  # the newer one stays
+    assert await store.read_snapshot("m") == (6, b'{"s": 6}', "", None)  # the newer one stays
     with pytest.raises(LogGap):
         await store.sync("m", inc, 3, b"", 10)
     sync = await store.sync("m", inc, 6, b"", 10)
@@ -232,7 +232,7 @@ async def test_each_write_stamps_its_entries_and_a_worker_shows_the_stamp_it_app
     assert await store.save_snapshot(
         "m", inc, 5, b"{}", fold(1, [(0, 0, 0, "")] * 5), 10, seen=second.stamp
     )
-    assert await store.read_snapshot("m") == (5, b"{}", second.stamp)
+    assert await store.read_snapshot("m") == (5, b"{}", second.stamp, None)
 
 
 async def test_a_worker_that_applied_entries_a_failover_lost_is_told_to_reload(
@@ -338,3 +338,33 @@ def vars_of(x: Any) -> list[np.ndarray]:
 def test_bad_instances_are_corrupt(data: bytes, words: str) -> None:
     with pytest.raises(CorruptData, match=words):
         decode_instance(data, 4, 2)
+
+
+async def test_a_change_is_an_entry_checked_against_the_input_it_was_made_for(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    await learn(store, "m", inc, 0, items=[(x_bytes(i), 0) for i in range(3)])
+    wider = orjson.dumps({"labels": [0, 1, 2], "attributes": {"n_features": 4}})
+    # made against the input as created, behind the log: trials since leave it valid
+    sync, seq = await store.change("m", inc, 1, b'{"labels": {"add": [2]}}', wider, (3, 4), b"", 10)
+    assert sync is None and seq == 4
+    log = await store.read_log("m", 3, 10)
+    assert log[0][0] == b"4-0" and log[0][1][:4] == [b"k", b"c", b"c", b'{"labels": {"add": [2]}}']
+    m = await store.read("m")
+    assert m.space == orjson.loads(wider) and m.current["labels"] == [0, 1, 2]
+    assert m.config["labels"] == CONFIG["labels"]  # as created, for a replay from the start
+    # the next change must be made against the input after this one
+    stale, seq = await store.change("m", inc, 4, b'{"x": 1}', b"{}", (3, 4), b"", 10)
+    assert stale is not None and seq == -1
+    assert (await store.read("m")).version == 4
+    # class 2 is the model's now: a trial may name it
+    await learn(store, "m", inc, 4, items=[(x_bytes(0), 2)])
+    # folded, the change counts as no trial
+    done = fold(1, [(0, 0, 1, "")] * 3 + [(0, 0, 4, ""), (2, 1, 1, "")])
+    await store.sync("m", inc, 5, done, 10)
+    m = await store.read("m")
+    assert m.folded == 5 and m.counters["mistakes"] == 1 and m.counters["updates"] == 4
+    # a snapshot keeps the input its state was learned with
+    assert await store.save_snapshot("m", inc, 5, b"{}", b"", 2, space=wider)
+    assert (await store.read_snapshot("m")).space == orjson.loads(wider)  # type: ignore[union-attr]

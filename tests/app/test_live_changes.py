@@ -1,0 +1,225 @@
+"""Experts, features and labels added and retired on a live model: one entry in its log,
+applied by every worker in its place, so a replay of the log is the model."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+from _procs import Service, assert_same_state, replay, wait_folded
+from _workers import from_each_worker
+
+FUSION = {
+    "labels": ["cat", "dog", "bird"],
+    "input": {"experts": {"expert_names": ["cnn", "svm", "rf"], "threshold_experts": True}},
+    "learner": {"kind": "committee", "alpha": 1.3},
+}
+
+
+def _votes(rng: np.random.Generator, experts: list[str], labels: list[str]) -> dict[str, Any]:
+    return {
+        e: ({lab: float(rng.random()) for lab in labels} if rng.random() < 0.5 else labels[0])
+        for e in experts
+        if rng.random() < 0.8
+    }
+
+
+def _learn(c: httpx.Client, name: str, votes: dict[str, Any], label: str) -> httpx.Response:
+    return c.post(f"/v1/models/{name}/learn", json={"instance": {"experts": votes}, "label": label})
+
+
+def test_experts_join_and_retire_live_and_old_predictions_take_their_labels(
+    client: httpx.Client, model_name: str, api_settings: Any
+) -> None:
+    c, name = client, model_name
+    rng = np.random.default_rng(3)
+    assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+    labels = FUSION["labels"]
+    for _ in range(20):
+        assert _learn(c, name, _votes(rng, ["cnn", "svm", "rf"], labels), "dog").status_code == 200
+    before = c.post(
+        f"/v1/models/{name}/predict", json={"instance": {"experts": {"svm": "cat", "rf": "dog"}}}
+    )
+    assert before.status_code == 200, before.text
+
+    changed = c.post(f"/v1/models/{name}/experts", json={"add": ["vit"], "retire": ["svm"]})
+    assert changed.status_code == 200, changed.text
+    model = changed.json()
+    assert model["input"]["experts"]["expert_names"] == ["cnn", "svm", "rf", "vit"]
+    assert model["input"]["experts"]["retired"] == ["svm"]
+    assert model["version"] == 21
+    assert c.get(f"/v1/models/{name}").json()["input"] == model["input"]
+
+    # the prediction made before the change takes its label, with the instance it had
+    got = c.post(
+        f"/v1/models/{name}/label", json={"trial_id": before.json()["trial_id"], "label": "cat"}
+    )
+    assert got.status_code == 200, got.text
+    # the new expert votes; the retired one may not
+    assert _learn(c, name, {"vit": "bird", "cnn": "bird"}, "bird").status_code == 200
+    refused = _learn(c, name, {"svm": "bird"}, "bird")
+    assert refused.status_code == 422
+    assert "experts.svm" in refused.text and "retired" in refused.text
+    # a name once used is never an expert's again
+    again = c.post(f"/v1/models/{name}/experts", json={"add": ["svm"]})
+    assert again.status_code == 422 and "experts.add[0]" in again.text, again.text
+
+    labelled = c.post(f"/v1/models/{name}/labels", json={"add": ["fox"]})
+    assert labelled.status_code == 200, labelled.text
+    assert labelled.json()["labels"] == ["cat", "dog", "bird", "fox"]
+    p = c.post(f"/v1/models/{name}/predict", json={"instance": {"experts": {"vit": "fox"}}})
+    assert p.status_code == 200, p.text
+    assert set(p.json()["scores"]) == {"cat", "dog", "bird", "fox"}
+    assert _learn(c, name, {"vit": "fox", "rf": "fox"}, "fox").status_code == 200
+
+    state = c.get(f"/v1/models/{name}/state").json()
+    rep = replay(api_settings.redis_url, api_settings.key_prefix, name)
+    assert [rep.kinds[s] for s in (21, 24)] == ["change", "change"]
+    assert rep.model.space.config() == {
+        "labels": ["cat", "dog", "bird", "fox"],
+        **{k: v for k, v in c.get(f"/v1/models/{name}").json()["input"].items()},
+    }
+    assert_same_state(orjson.loads(rep.model.export()), state["state"])
+    folded = wait_folded(c, name)
+    assert folded["counters"]["quarantined"] == 0
+
+
+def test_what_a_model_cannot_take_is_a_422_naming_it(client: httpx.Client, model_name: str) -> None:
+    c, name = client, model_name
+    binary = {
+        "name": name,
+        "labels": [1, -1],
+        "input": {"attributes": {"feature_names": ["a", "b"]}},
+        "learner": {"kind": "balanced-winnow"},
+    }
+    assert c.post("/v1/models", json=binary).status_code == 201
+    cases = [
+        ("labels", {"add": [2]}, "learner", "exactly 2"),
+        ("experts", {"add": ["x"]}, "experts", "no experts"),
+        ("features", {"add": ["a"]}, "features.add[0]", "a new feature name"),
+        ("features", {"add": []}, "add", ""),
+        ("features", {"drop": ["a"]}, "drop", ""),
+        ("experts", {"add": ["x" * 300]}, "add", ""),
+    ]
+    for part, body, field, why in cases:
+        r = c.post(f"/v1/models/{name}/{part}", json=body)
+        assert r.status_code == 422, (part, body, r.text)
+        assert field in r.text and why in r.text, (part, body, r.text)
+    assert c.get(f"/v1/models/{name}").json()["version"] == 0  # nothing was logged
+    grown = c.post(f"/v1/models/{name}/features", json={"add": ["c"]})
+    assert grown.status_code == 200, grown.text
+    assert grown.json()["input"]["attributes"]["feature_names"] == ["a", "b", "c"]
+    learned = c.post(
+        f"/v1/models/{name}/learn", json={"instance": {"features": {"c": 1.0}}, "label": -1}
+    )
+    assert learned.status_code == 200, learned.text
+    missing = c.post("/v1/models/no-such-model/labels", json={"add": ["x"]})
+    assert missing.status_code == 404
+
+
+def test_a_retried_change_is_applied_once(client: httpx.Client, model_name: str) -> None:
+    c, name = client, model_name
+    assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+    headers = {"Idempotency-Key": f"add-{name}"}
+    first = c.post(f"/v1/models/{name}/experts", json={"add": ["vit"]}, headers=headers)
+    again = c.post(f"/v1/models/{name}/experts", json={"add": ["vit"]}, headers=headers)
+    assert first.status_code == again.status_code == 200, again.text
+    assert again.json()["version"] == first.json()["version"] == 1
+    other = c.post(f"/v1/models/{name}/experts", json={"add": ["deit"]}, headers=headers)
+    assert other.status_code == 409, other.text
+
+
+@pytest.mark.parametrize(
+    "learner",
+    [
+        {"kind": "committee", "alpha": 1.3},
+        {
+            "kind": "averaging",
+            "learner": {"kind": "subexpert", "learner": {"kind": "balanced-winnow"}},
+        },
+    ],
+    ids=["committee", "averaged-subexpert-bw"],
+)
+def test_four_workers_under_load_agree_with_a_replay_through_the_changes(
+    redis_url: str, redis_prefix: str, tmp_path: Path, learner: dict[str, Any]
+) -> None:
+    """Learns from four threads on a service of four workers while experts join and
+    leave and a label is added: every worker ends with the state a replay of the log
+    gives, and every learn was applied once."""
+    name = "live"
+    experts = ["cnn", "svm", "rf"]
+    labels = ["cat", "dog", "bird"]
+    with Service(tmp_path, workers=4, redis_url=redis_url, prefix=redis_prefix) as svc:
+        with httpx.Client(base_url=svc.url, timeout=60) as c:
+            made = c.post("/v1/models", json={"name": name, **FUSION, "learner": learner})
+            assert made.status_code == 201, made.text
+            voters = list(experts)
+            known = list(labels)
+            lock = threading.Lock()
+            stop = threading.Event()
+            learned, refused = [0], [0]
+
+            def load(seed: int) -> None:
+                rng = np.random.default_rng(seed)
+                with httpx.Client(base_url=svc.url, timeout=60) as own:
+                    while not stop.is_set():
+                        with lock:
+                            who, labs = list(voters), list(known)
+                        y = labs[int(rng.integers(len(labs)))]
+                        r = _learn(own, name, _votes(rng, who, labs), y)
+                        with lock:
+                            if r.status_code == 200:
+                                learned[0] += 1
+                            else:  # a vote of an expert retired meanwhile
+                                assert r.status_code == 422 and "retired" in r.text, r.text
+                                refused[0] += 1
+
+            threads = [threading.Thread(target=load, args=(s,)) for s in range(4)]
+            for t in threads:
+                t.start()
+            try:
+                for change in (
+                    ("experts", {"add": ["vit"]}),
+                    ("labels", {"add": ["fox"]}),
+                    ("experts", {"retire": ["svm"], "add": ["deit"]}),
+                ):
+                    stop.wait(1.0)
+                    with httpx.Client(base_url=svc.url, timeout=60) as admin:
+                        r = admin.post(f"/v1/models/{name}/{change[0]}", json=change[1])
+                    assert r.status_code == 200, r.text
+                    with lock:
+                        voters[:] = [
+                            e
+                            for e in r.json()["input"]["experts"]["expert_names"]
+                            if e not in r.json()["input"]["experts"].get("retired", [])
+                        ]
+                        known[:] = r.json()["labels"]
+                stop.wait(1.0)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join()
+            model = wait_folded(c, name)
+            states = from_each_worker(
+                4,
+                lambda: httpx.get(
+                    f"{svc.url}/v1/models/{name}/state", headers={"Connection": "close"}
+                ),
+            )
+        assert svc.stop() == 0
+
+    rep = replay(redis_url, redis_prefix, name)
+    assert sorted(k for k in rep.kinds.values() if k == "change") == ["change"] * 3
+    assert sum(k == "learn" for k in rep.kinds.values()) == learned[0] > 100
+    assert model["version"] == rep.model.version
+    for worker, got in states.items():
+        body = got.json()
+        assert body["model_version"] >= model["version"], worker
+        assert body["model_version"] == rep.model.version, worker
+        assert_same_state(orjson.loads(rep.model.export()), body["state"], worker)
+    assert model["counters"]["quarantined"] == 0
