@@ -259,6 +259,11 @@ class MemberPublic(BaseModel):
     recent_mistakes: int
 
 
+class ChangePublic(BaseModel):
+    version: int
+    what: str
+
+
 class StatsPublic(BaseModel):
     """A model's statistics, read without loading its learner."""
 
@@ -279,6 +284,10 @@ class StatsPublic(BaseModel):
     window: WindowPublic = Field(description="the most recent (about 1,000) folded trials")
     confusion: dict[str, dict[str, int]] = Field(description="true label -> predicted -> n")
     curve: list[tuple[int, int]] = Field(description="(trials, cumulative mistakes), sampled")
+    changes: list[ChangePublic] = Field(
+        description="the latest changes of the model's input and imports of its state, "
+        "at the log version of each (a dashboard marks them on the curve)"
+    )
     internal: InternalPublic | None = Field(description="recycling's internal trials")
     learners: list[MemberPublic] | None = Field(description="V-Combine's basic learners")
     leader: str | None = Field(description="the V-Combine learner with fewest recent mistakes")

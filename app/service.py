@@ -219,6 +219,7 @@ class ModelService:
                 m.fold_payload(),
                 LIMIT,
                 checked=m.space_doc(),
+                what=_what(change),
                 idem=idem,
                 keep_ms=m.ttl_ms,
                 seen=m.stamp,
@@ -238,3 +239,19 @@ class ModelService:
         except InvalidState as e:
             raise BadInput("state", str(e)) from None
         return orjson.dumps(staged.export_state())
+
+
+def _what(change: dict[str, Any]) -> str:
+    """A change in a few words: "+vit -svm", "+label fox", "+feature colour"."""
+    out = []
+    for part, sign, list_name in (
+        ("experts", "+", "add"),
+        ("experts", "-", "retire"),
+        ("features", "+feature ", "add"),
+        ("labels", "+label ", "add"),
+    ):
+        names = [str(n) for n in change.get(part, {}).get(list_name) or []]
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            out.append(f"{sign}{shown}")
+    return " ".join(out)[:200]

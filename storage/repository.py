@@ -43,6 +43,7 @@ from storage.keys import (
     valid_trial_id,
 )
 from storage.resp import ReplyError
+from storage.scripts_models import MARKS
 
 __all__ = [
     "Idempotency",
@@ -170,6 +171,8 @@ class StoredModel:
     confusion: dict[tuple[int, int], int] = field(default_factory=dict)
     #: the model's input (labels and sections) since its last change; None: as made
     space: dict[str, Any] | None = None
+    #: its latest changes and state imports: (the entry's seq, what it did)
+    marks: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def current(self) -> dict[str, Any]:
@@ -184,6 +187,33 @@ def with_space(config: dict[str, Any], space: dict[str, Any] | None) -> dict[str
         return config
     sections = {k: v for k, v in space.items() if k != "labels"}
     return {**config, "labels": space["labels"], "input": sections}
+
+
+def _marks(raw: Any, name: str) -> list[tuple[int, str]]:
+    """A model's marks as its meta keeps them (see storage.scripts_models)."""
+    if raw is None:
+        return []
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise CorruptData(f"model {name!r}: its marks are not JSON") from None
+    if doc == {}:  # cjson writes an empty list as an empty object
+        return []
+    if not isinstance(doc, list) or len(doc) > MARKS:
+        raise CorruptData(f"model {name!r}: its marks are not a list of at most {MARKS}")
+    out = []
+    for m in doc:
+        if not (
+            isinstance(m, list)
+            and len(m) == 2
+            and type(m[0]) is int
+            and m[0] > 0
+            and isinstance(m[1], str)
+            and len(m[1]) <= 200
+        ):
+            raise CorruptData(f"model {name!r}: a mark is not [seq, text]: {str(m)[:80]}")
+        out.append((m[0], m[1]))
+    return out
 
 
 def read_space(raw: Any, what: str) -> dict[str, Any] | None:
@@ -679,6 +709,7 @@ class ModelStore:
             version=_int(meta.get("version", b"0"), "version"),
             folded=_int(meta.get("folded", b"0"), "folded"),
             space=read_space(meta.get("input"), f"model {name!r}: its input"),
+            marks=_marks(meta.get("marks"), name),
         )
         for c in _COUNTERS:
             out.counters[c] = _int(meta.get(c, b"0"), c)
@@ -980,18 +1011,20 @@ class ModelStore:
         limit: int,
         *,
         checked: bytes = b"",
+        what: str = "",
         idem: Idempotency | None = None,
         keep_ms: int = 86_400_000,
         seen: str = "",
     ) -> tuple[Sync | None, int]:
         """Append a change of the model's input, checked against the input ``checked``
         (b"": as made) the model had at version ``known``: ``change`` as the log keeps
-        it, ``space`` the input after it and ``sizes`` its (labels, input size). Returns
+        it, ``space`` the input after it, ``sizes`` its (labels, input size) and
+        ``what`` a few words for the model's marks. Returns
         (None, its seq), or (the sync to catch up with, -1) when another change came
         first. A retry with ``idem`` returns the first seq."""
         k = self.keys(name)
         keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
         keys += _fold_keys(k, incarnation, fold)
         args = [incarnation, position(known, seen, new_stamp()), change, fold, limit]
-        args += [idem.digest if idem else "", keep_ms, space, sizes[0], sizes[1], checked]
+        args += [idem.digest if idem else "", keep_ms, space, sizes[0], sizes[1], checked, what]
         return self._appended(await self._run("CHANGE", name, keys, args), incarnation)

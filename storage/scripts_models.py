@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from storage.scripts import PRELUDE
 
+MARKS = 64  # the changes of a model its meta lists, the latest
+
 __all__ = [
     "CHANGE",
     "CREATE",
@@ -211,14 +213,22 @@ return {'ok', cur}
 
 # A keyed write that appends one entry (KEYS[9] its record, ARGV[6] the body's hash or
 # '', ARGV[7] the record's lifetime): ``once`` answers a retry as the first request was
-# answered (or a key used for another request), ``remember`` keeps the seq it wrote.
-_ONCE = """
+# answered (or a key used for another request), ``remember`` keeps the seq it wrote, and
+# ``mark`` notes the entry among the model's last MARKS changes (meta field 'marks', a
+# JSON list of [seq, what]) that a dashboard shows on the mistake curve.
+_ONCE = f"""
+local function mark(seq, what)
+  local marks = cjson.decode(redis.call('HGET', meta, 'marks') or '[]')
+  table.insert(marks, {{seq, what}})
+  while #marks > {MARKS} do table.remove(marks, 1) end
+  redis.call('HSET', meta, 'marks', cjson.encode(marks))
+end
 local function once(op)
   if ARGV[6] == '' then return nil end
   local old = redis.call('HMGET', KEYS[9], 'op', 'h', 'a', 'inc')
   if not old[1] then return nil end
-  if old[1] == op and old[2] == ARGV[6] then return {'repeat', old[3], old[4]} end
-  return {'mismatch'}
+  if old[1] == op and old[2] == ARGV[6] then return {{'repeat', old[3], old[4]}} end
+  return {{'mismatch'}}
 end
 local function remember(op, seq)
   if ARGV[6] == '' then return end
@@ -253,6 +263,7 @@ redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3], 'w', stamp, 'c
 redis.call('HSET', meta, 'version', version, 'folded', version)
 redis.call('HINCRBY', meta, 'imports', 1)
 remember('import', version)
+mark(version, 'state imported')
 return {'ok', version}
 """
 )
@@ -265,7 +276,8 @@ CHANGE = (
 -- placeholder when ARGV[6] is ''), then the keys of the outcomes folded
 -- ARGV: 1 incarnation, 2 known version, 3 the change (JSON), 4 fold, 5 limit, 6 body
 -- hash or '', 7 record lifetime (ms), 8 the input after the change (JSON), 9 labels k,
--- 10 input size n, 11 the input the caller checked the change against ('' as made)
+-- 10 input size n, 11 the input the caller checked the change against ('' as made),
+-- 12 what changed, in a few words (for the model's marks)
 -- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry) |
 -- {'repeat', seq, incarnation} | {'mismatch'} | {'reload'}
 -- Changes the model's input (experts, features, labels): appends a change entry (k = c)
@@ -287,6 +299,7 @@ redis.call('XADD', KEYS[2], version .. '-0', 'k', 'c', 'c', ARGV[3], 'w', stamp)
 redis.call('HSET', meta, 'version', version, 'input', ARGV[8], 'k', ARGV[9], 'n', ARGV[10])
 redis.call('HINCRBY', meta, 'changes', 1)
 remember('change', version)
+mark(version, ARGV[12])
 return {'ok', version}
 """
 )

@@ -55,6 +55,7 @@ def public(s: Statistics) -> dict[str, Any]:
         window={"trials": t1 - t0, "mistakes": m1 - m0, "error_rate": _rate(m1 - m0, t1 - t0)},
         confusion=confusion,
         curve=s.curve,
+        changes=[{"version": v, "what": what} for v, what in m.marks],
         internal=summary.get("internal"),
         learners=summary.get("learners"),
         leader=summary.get("leader"),

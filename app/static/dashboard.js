@@ -168,7 +168,7 @@
     card.field("error_rate").dataset.value = s.error_rate ?? "";
     card.field("window_error_rate").dataset.value = s.window.error_rate ?? "";
 
-    drawCurve(card, s.curve);
+    drawCurve(card, s.curve, s.changes || []);
     drawExperts(card, s.experts);
     drawLearners(card, s.learners, s.leader);
     const internal = card.panel("internal");
@@ -195,10 +195,11 @@
 
   const CURVE = { w: 440, h: 180, left: 46, right: 14, top: 10, bottom: 26 };
 
-  function drawCurve(card, curve) {
+  function drawCurve(card, curve, changes) {
     const el = card.el.querySelector('[data-chart="curve"]');
     el.replaceChildren();
     el.dataset.points = String(curve.length);
+    el.dataset.marks = "0";
     const { w, h, left, right, top, bottom } = CURVE;
     const pw = w - left - right;
     const ph = h - top - bottom;
@@ -234,6 +235,14 @@
     const base = top + ph;
     svg("path", { class: "area", d: `M${x(0)},${base}L${points.join("L")}L${x(last[0])},${base}Z` }, el);
     svg("polyline", { class: "line", points: points.join(" ") }, el);
+    // the model's changes (experts, labels, features, imported states) where they happened
+    const marks = changes.filter((c) => c.version <= xs.top);
+    for (const c of marks) {
+      const g = svg("g", { class: "mark", "data-version": c.version }, el);
+      svg("line", { x1: x(c.version), x2: x(c.version), y1: top, y2: base }, g);
+      svg("title", {}, g).textContent = `trial ${int(c.version)}: ${c.what}`;
+    }
+    el.dataset.marks = String(marks.length);
     svg("circle", { class: "last", cx: x(last[0]), cy: y(last[1]), r: 3 }, el);
     card.cross = svg("line", { class: "cross", x1: 0, x2: 0, y1: top, y2: base, visibility: "hidden" }, el);
   }

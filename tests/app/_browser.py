@@ -81,6 +81,11 @@ const experts = card.querySelector('[data-chart="experts"]');
 return {
   fields,
   points: Number(curve.dataset.points),
+  marks: [...curve.querySelectorAll("g.mark")].map((g) => ({
+    version: Number(g.dataset.version),
+    title: g.querySelector("title").textContent,
+    x: g.querySelector("line").getBoundingClientRect().x,
+  })),
   vertices: line ? line.getAttribute("points").trim().split(/\\s+/).length : 0,
   experts_shown: !card.querySelector('[data-panel="experts"]').hidden,
   experts_total: Number(experts.dataset.total ?? 0),

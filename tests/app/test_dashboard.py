@@ -246,3 +246,30 @@ def test_dashboard_drops_a_deleted_model(
     assert client.delete(f"/v1/models/{model_name}").status_code == 204
     gone = wait_for(lambda: read_card(page, model_name), lambda c: c is None, "no card")
     assert gone is None
+
+
+def test_dashboard_marks_the_changes_of_a_model_on_its_curve(
+    page: webdriver.Chrome, client: httpx.Client, model_name: str
+) -> None:
+    create(client, model_name, {"kind": "committee", "alpha": 1.3})
+    learn(client, model_name, 60, seed=5)
+    r = client.post(f"/v1/models/{model_name}/experts", json={"add": ["late", "later"]})
+    assert r.status_code == 200, r.text
+    learn(client, model_name, 40, seed=6)
+    r = client.post(f"/v1/models/{model_name}/labels", json={"add": [PROBLEM.k]})
+    assert r.status_code == 200, r.text
+    learn(client, model_name, 20, seed=7)
+    s = settled(client, model_name)
+    assert s["changes"] == [
+        {"version": 61, "what": "+late, later"},
+        {"version": 102, "what": f"+label {PROBLEM.k}"},
+    ]
+    card = wait_for(
+        lambda: read_card(page, model_name),
+        lambda c: c is not None and len(c["marks"]) == 2,
+        f"the marks of {model_name}",
+    )
+    assert card is not None
+    assert [m["version"] for m in card["marks"]] == [61, 102]
+    assert card["marks"][0]["title"] == "trial 61: +late, later"
+    assert card["marks"][0]["x"] < card["marks"][1]["x"]  # drawn where they happened
