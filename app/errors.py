@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["BadInput", "TrialConflict", "TrialExpired", "TrialNotFound"]
+__all__ = ["BadInput", "Forbidden", "TrialConflict", "TrialExpired", "TrialNotFound"]
 
 
 class BadInput(ValueError):
@@ -31,3 +31,8 @@ class TrialExpired(TrialNotFound):
 
 class TrialConflict(Exception):
     """The trial is already labelled differently, or its id is taken (409)."""
+
+
+class Forbidden(Exception):
+    """A request the caller's key does not allow (403), where no route's guard checked
+    it: an admin operation sent over a stream, which needs only a write key to open."""

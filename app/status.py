@@ -8,7 +8,7 @@ import orjson
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 
-from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
+from app.errors import BadInput, Forbidden, TrialConflict, TrialExpired, TrialNotFound
 from storage.errors import (
     Conflict,
     CorruptData,
@@ -23,6 +23,7 @@ __all__ = ["MAPPED", "error_body", "error_status", "item_error", "rate_headers"]
 
 _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (BadInput, 422),
+    (Forbidden, 403),
     (ModelNotFound, 404),
     (TrialExpired, 404),
     (TrialNotFound, 404),

@@ -1,7 +1,10 @@
-"""``WS /v1/models/{name}/stream``: predict, label and learn over one connection.
+"""``WS /v1/models/{name}/stream``: predict, label and learn over one connection, and the
+changes of the model's input.
 
-Each text message is one JSON request, ``{"op": "predict" | "label" | "learn", "id": ...,
-...}`` with the fields of the REST call of that name; each gets one answer, in order,
+Each text message is one JSON request, ``{"op": "predict" | "label" | "learn" | "experts"
+| "features" | "labels", "id": ..., ...}`` with the fields of the REST call of that name
+(the changes' ``add`` and ``retire``, and an optional ``idempotency_key``); each gets one
+answer, in order,
 ``{"id": ..., "result": {...}}`` or ``{"id": ..., "error": {"status", "message",
 "field"}}``. A bad message gets an error and the stream goes on. An unknown model closes
 the stream with code 4404.
@@ -15,7 +18,9 @@ same key and request, it gets the first answer and is not learned twice.
 While auth is on, the handshake needs a write key (``Authorization: Bearer``): without
 one the stream is closed with 4401, 4403 for a read key, 4404 for a model outside the
 key's tenancy, and 4401 as soon as the key is revoked. Each request is a trial of the
-key's rate limit; one over it is answered with a 429 error and the stream goes on.
+key's rate limit; one over it is answered with a 429 error and the stream goes on. A
+change of the input needs an admin key (a 403 error otherwise) and is audited as the
+REST call is.
 
 Limits (settings): a message over ``ws_max_message_bytes`` closes the stream with 1009,
 more than ``ws_max_connections`` streams per worker are closed at once with 1013, and a
@@ -31,11 +36,14 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
 
-from app.auth import Auth, principal_of
-from app.errors import BadInput
+from app.auth import Auth, Principal, principal_of
+from app.errors import BadInput, Forbidden
 from app.routers._lean import idempotency
+from app.routers.models import public
 from app.routers.trials import Admit
+from app.schemas import ExpertsChange, FeaturesChange, LabelsChange
 from app.service import ModelService
 from app.status import error_status, item_error
 from storage.errors import ModelNotFound
@@ -50,6 +58,15 @@ _FIELDS = {
     "predict": ({"instance"}, {"trial_id", "track"}),
     "label": ({"trial_id", "label"}, set()),
     "learn": ({"instance", "label"}, {"idempotency_key"}),
+    "experts": (set(), {"add", "retire", "idempotency_key"}),
+    "features": ({"add"}, {"idempotency_key"}),
+    "labels": ({"add"}, {"idempotency_key"}),
+}
+#: the changes of the model's input, each with its body's schema and its audit action
+_CHANGES: dict[str, tuple[type[ExpertsChange | FeaturesChange | LabelsChange], str]] = {
+    "experts": (ExpertsChange, "change experts"),
+    "features": (FeaturesChange, "add features"),
+    "labels": (LabelsChange, "add labels"),
 }
 _END = object()
 _INT64 = 2**63
@@ -83,7 +100,7 @@ class Request:
             raise BadInput("id", "expected a string of at most 256 characters, a number or null")
         op = msg.get("op")
         if op not in _FIELDS:
-            raise BadInput("op", f"{op!r}: expected 'predict', 'label' or 'learn'")
+            raise BadInput("op", f"{op!r}: expected one of {', '.join(map(repr, _FIELDS))}")
         need, optional = _FIELDS[op]
         for f in need - msg.keys():
             raise BadInput(f, f"missing: {op} needs {', '.join(sorted(need))}")
@@ -101,15 +118,25 @@ class Request:
         if trial_id is not None and not valid_trial_id(trial_id):
             raise BadInput("trial_id", f"{str(trial_id)[:80]!r}: expected {TRIAL_ID_PATTERN}")
         key = msg.get("idempotency_key")
+        change = None
+        if op in _CHANGES:
+            body = {f: msg[f] for f in ("add", "retire") if f in msg}
+            try:
+                change = _CHANGES[op][0].model_validate(body).model_dump(exclude_none=True)
+            except ValidationError as e:
+                err = e.errors()[0]
+                field = ".".join(str(p) for p in err["loc"]) or op
+                raise BadInput(field, err["msg"]) from None
         if key is not None:
             if not isinstance(key, str):
                 raise BadInput("idempotency_key", "expected a string")
             # the request without its id: a retry may number its messages anew
             what = orjson.dumps(
-                [msg["instance"], label], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+                change if change is not None else [msg["instance"], label],
+                option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
             )
             try:
-                self.idem = idempotency(key, "learn", name, what)
+                self.idem = idempotency(key, "learn" if change is None else op, name, what)
             except BadInput as e:
                 raise BadInput("idempotency_key", e.message) from None
         track = msg.get("track", True)
@@ -121,6 +148,8 @@ class Request:
             self.args = (msg["instance"], trial_id)
         elif op == "label":
             self.args = (trial_id, label)
+        elif change is not None:
+            self.args = (change, None)
         else:
             self.args = (msg["instance"], label)
 
@@ -148,10 +177,18 @@ def _result(request_id: Any, result: dict[str, Any]) -> bytes:
 
 
 async def _apply(
-    service: ModelService, name: str, group: list[Request], admit: Admit = None
+    service: ModelService,
+    name: str,
+    group: list[Request],
+    admit: Admit = None,
+    who: tuple[Principal, Auth] | None = None,
 ) -> tuple[list[bytes], bool]:
     """The answers to a group of requests of one op, and whether the model is gone."""
     op, track = group[0].key
+    if op in _CHANGES:
+        assert who is not None
+        changed = [await _change(service, name, r, *who) for r in group]
+        return [f for f, _ in changed], any(gone for _, gone in changed)
     args = [r.args for r in group]
     try:
         if admit is not None:
@@ -171,6 +208,29 @@ async def _apply(
         for r, res in zip(group, results, strict=True)
     ]
     return frames, False
+
+
+async def _change(
+    service: ModelService, name: str, r: Request, principal: Principal, auth: Auth
+) -> tuple[bytes, bool]:
+    """A change of the model's input, as its REST call makes it: an admin key's, audited;
+    the answer, and whether the model is gone."""
+    action = _CHANGES[r.op][1]
+    if not principal.may("admin"):
+        e = Forbidden(f"op {r.op!r} changes the model's input: it needs an admin key")
+        await auth.audit(principal, f"denied stream {r.op}", name, 403, str(e))
+        return _error(r.id, e), False
+    try:
+        await service.change_input(name, {r.op: r.args[0]}, r.idem)
+        model = public(await service.store.read(name))
+    except Exception as e:
+        status = error_status(e)[0]
+        if status == 500:
+            log.exception("stream of model %s: %s", name, e)
+        await auth.audit(principal, action, name, status, f"stream: {e}"[:200])
+        return _error(r.id, e), isinstance(e, ModelNotFound)
+    await auth.audit(principal, action, name, 200, "stream")
+    return _result(r.id, model.model_dump()), False
 
 
 async def _learn(service: ModelService, name: str, group: list[Request]) -> list[Any]:
@@ -281,7 +341,8 @@ async def _serve(ws: WebSocket, name: str, service: ModelService) -> None:
                 if key is not None and not auth.keyring.current(key):
                     await ws.close(code=4401, reason="the API key was revoked")
                     return
-                frames, gone = await _apply(service, name, batch[i:j], admit)
+                who = (principal_of(ws.scope), auth)
+                frames, gone = await _apply(service, name, batch[i:j], admit, who)
                 out += frames
                 i = j
                 if gone:

@@ -104,6 +104,9 @@ READ_ACME = _expect(none=401, read=200, write=200, admin=200, other=404, revoked
 WRITE_ACME = _expect(none=401, read=403, write=200, admin=200, other=404, revoked=401)
 ADMIN_ACME = _expect(none=401, read=403, write=403, admin=200, other=404, revoked=401)
 ADMIN_ALL = _expect(none=401, read=403, write=403, admin=200, other=403, revoked=401)
+# the scope is checked first: the admin's change reaches the model (a binary one, with no
+# experts or named features, which refuses each)
+CHANGE_ACME = {**ADMIN_ACME, "admin": 422}
 
 ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("GET", "/healthz", None, OPEN),
@@ -133,6 +136,9 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ),
     ("GET", "/v1/keys", None, ADMIN_ALL),
     ("GET", "/v1/audit", None, ADMIN_ALL),
+    ("POST", "/v1/models/acme-1/experts", {"add": ["x"]}, CHANGE_ACME),
+    ("POST", "/v1/models/acme-1/features", {"add": ["x"]}, CHANGE_ACME),
+    ("POST", "/v1/models/acme-1/labels", {"add": ["c"]}, CHANGE_ACME),
 ]
 
 
@@ -236,6 +242,23 @@ def test_the_stream_answers_each_key_as_its_scope_and_tenancy_say(service: Setup
         state, answer = got[kind]
         assert state == "open"
         assert answer["id"] == 1 and answer["result"]["label"] in ("a", "b"), answer
+
+
+def test_a_change_over_the_stream_needs_an_admin_key_and_is_audited(service: Setup) -> None:
+    url = service.url.replace("http://", "ws://") + "/v1/models/acme-1/stream"
+    answers = {}
+    for kind in ("write", "admin"):
+        with connect(url, additional_headers=service.headers(kind), open_timeout=30) as ws:
+            ws.send(json.dumps({"op": "labels", "id": kind, "add": ["c"]}))
+            answers[kind] = json.loads(ws.recv(timeout=30))
+    assert answers["write"]["error"]["status"] == 403, answers
+    assert "admin key" in answers["write"]["error"]["message"]
+    # past the scope: the binary model itself refuses a third label
+    assert answers["admin"]["error"]["status"] == 422, answers
+    assert answers["admin"]["error"]["field"] == "learner"
+    entries = service.call("admin", "GET", "/v1/audit?limit=50").json()["entries"]
+    actions = {(e["action"], e["status"]) for e in entries if e["model"] == "acme-1"}
+    assert {("denied stream labels", 403), ("add labels", 422)} <= actions
 
 
 def test_a_stream_stops_once_its_key_is_revoked(service: Setup) -> None:

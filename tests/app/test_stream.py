@@ -95,3 +95,52 @@ def test_pipelined_stream_equals_rest(api_url: str, client: httpx.Client, model_
     a = client.get(f"/v1/models/{model_name}/state").json()["state"]
     b = client.get(f"/v1/models/{model_name}-rest/state").json()["state"]
     assert a == b
+
+
+def test_the_stream_changes_the_input_as_rest_does(
+    api_url: str, client: httpx.Client, model_name: str
+) -> None:
+    assert client.post("/v1/models", json={"name": model_name, **FUSION}).status_code == 201
+    msgs: list[Any] = [
+        {"op": "experts", "id": 1, "add": ["c"], "idempotency_key": "add-c"},
+        {"op": "experts", "id": 2, "add": ["c"], "idempotency_key": "add-c"},  # a retry
+        {"op": "learn", "id": 3, "instance": {"experts": {"c": "bird"}}, "label": "cat"},
+        {"op": "labels", "id": 4, "add": ["bird"]},
+        {"op": "learn", "id": 5, "instance": {"experts": {"c": "bird"}}, "label": "bird"},
+        {"op": "experts", "id": 6, "retire": ["a"]},
+        {"op": "learn", "id": 7, "instance": {"experts": {"a": "cat"}}, "label": "cat"},
+        {"op": "features", "id": 8, "add": ["f"]},
+        {"op": "experts", "id": 9},
+        {"op": "labels", "id": 10, "add": "bird"},
+    ]
+    got = asyncio.run(exchange(ws_url(api_url, model_name), msgs))
+    assert [g["id"] for g in got] == list(range(1, 11))
+    first, retry = got[0]["result"], got[1]["result"]
+    assert (
+        (first["version"], first["input"])
+        == (retry["version"], retry["input"])
+        == (
+            1,
+            {
+                "experts": {
+                    **FUSION["input"]["experts"],
+                    "expert_names": ["a", "b", "c"],
+                    "normalize": "raw",
+                    "threshold_experts": False,
+                    "split_classes": None,
+                },
+                "generations": [[2, 0, 2], [3, 0, 2]],
+            },
+        )
+    )  # applied once
+    assert got[2]["error"]["status"] == 422  # "bird" is no label yet
+    assert got[3]["result"]["labels"] == ["cat", "dog", "bird"]
+    assert got[4]["result"]["label"] == "bird"
+    assert got[5]["result"]["input"]["experts"]["retired"] == ["a"]
+    assert got[6]["error"]["status"] == 422 and "retired" in got[6]["error"]["message"]
+    assert got[7]["error"]["field"] == "features"
+    assert got[8]["error"]["status"] == 422 and got[8]["error"]["field"] == "experts"
+    assert got[9]["error"]["status"] == 422 and got[9]["error"]["field"] == "add"
+    model = client.get(f"/v1/models/{model_name}").json()
+    assert model["version"] == 4  # three changes and one learn
+    assert model["input"] == got[5]["result"]["input"]
