@@ -52,12 +52,15 @@ ERRORS: dict[str, dict[int, str]] = {
     "GET /v1/learners": {},
     "GET /v1/models": {503: _REDIS},
     "POST /v1/models": {
-        409: f"the name is taken; or {_AGAIN}",
+        404: "a fork's source model does not exist",
+        409: f"the name is taken; or {_AGAIN}; or a fork's source kept changing",
         413: _BODY,
-        422: "a field does not fit the schema, or the learner does not fit the input",
+        422: "a field does not fit the schema, or the learner does not fit the input, or a "
+        "fork's version is not one its source can be rebuilt at",
         429: "max_stored_models models exist",
         503: _REDIS,
     },
+    "GET /v1/models/{name}/versions": _MODEL,
     "GET /v1/models/{name}": _MODEL,
     "DELETE /v1/models/{name}": {**_MODEL, 409: _AGAIN},
     "GET /v1/models/{name}/state": _MODEL,
@@ -304,7 +307,7 @@ def complete(doc: dict[str, Any], settings: Settings) -> None:
         config["properties"][f]["anyOf"] = [ref, {"type": "null"}]
     # one of them at least, not null
     config["anyOf"] = [
-        {"required": [f], "properties": {f: {"type": "object"}}} for f in config["properties"]
+        {"required": [f], "properties": {f: {"type": "object"}}} for f in ("attributes", "experts")
     ]
     for batch in ("PredictBatchCreate", "LabelBatchCreate", "LearnBatchCreate"):
         schemas[batch]["properties"]["items"]["maxItems"] = settings.max_batch_items

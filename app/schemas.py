@@ -139,6 +139,37 @@ class ModelCreate(_In):
     )
 
 
+class ForkSource(_In):
+    model: ModelName
+    version: int | None = Field(
+        None,
+        ge=0,
+        le=2**53,
+        description="the source's version to start from (null: its current one); any from "
+        "its snapshot on (see GET /v1/models/{name}/versions)",
+    )
+
+
+class ModelFork(_In):
+    """A model made from another one's state at a version: its labels, input and (unless
+    ``learner`` is given) learner state. With another ``learner``, the new learner is
+    trained by replaying the source's log up to that version instead."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        json_schema_extra={"examples": [{"name": "pets-2", "from": {"model": "pets"}}]},
+    )
+
+    name: ModelName
+    from_: ForkSource = Field(alias="from")
+    learner: Document | None = Field(
+        None, description="another learner spec, trained on the source's log (null: the source's)"
+    )
+    label_ttl: float | None = Field(None, gt=0, le=MAX_TTL, description="null: the source's")
+    max_active: int | None = Field(None, ge=1, le=2**26, description="null: the source's")
+
+
 class Counters(BaseModel):
     predictions: int = Field(description="tracked predictions made")
     labelled: int = Field(description="labels applied")

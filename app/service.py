@@ -26,13 +26,13 @@ import orjson
 
 from app.config import Settings
 from app.errors import BadInput
-from app.live import build_model, plan_model
+from app.live import LiveModel, StateReplaced, build_model, plan_model
 from app.replicas import LIMIT, Replicas, Warming
 from app.trials import TrialCalls
 from models.core.state import InvalidState
 from storage.codec import MAX_CHANGE
 from storage.errors import Conflict, ModelNotFound, StorageError
-from storage.repository import Idempotency, ModelStore, Statistics, StoredModel
+from storage.repository import Idempotency, LogGap, ModelStore, Statistics, StoredModel
 
 __all__ = ["ModelService", "request_digest"]
 
@@ -188,6 +188,99 @@ class ModelService:
                 return seq
             await self.replicas.catch_up(m, sync)
         raise Conflict(f"model {name!r} kept changing: import its state again")
+
+    # -- versions and forks -------------------------------------------------------------
+
+    async def versions(self, name: str) -> dict[str, Any]:
+        """The versions the model can be rebuilt at: from its snapshot (or its creation,
+        while the log holds every entry) to its current one; and its changes."""
+        stored = await self.store.read(name)
+        snap = await self.store.read_snapshot(name)
+        count, first = await self.store.log_bounds(name)
+        whole = count == 0 or first <= 1  # the log holds every entry since the creation
+        oldest = 0 if whole else None if snap is None else snap.version
+        return {
+            "version": stored.version,
+            "snapshot": None if snap is None else snap.version,
+            "log": {"first": first or None, "entries": count},
+            "restorable": None if oldest is None else {"from": oldest, "to": stored.version},
+            "changes": [{"version": v, "what": w} for v, w in stored.marks],
+        }
+
+    async def state_at(
+        self, name: str, version: int | None, learner: dict[str, Any] | None = None
+    ) -> LiveModel:
+        """The model as it was at ``version`` (None: now), rebuilt off the event loop from
+        its snapshot (or its creation, while the log holds every entry) and its log, apart
+        from the copies that serve it. With ``learner``, that learner instead, untrained
+        there and trained on the log after it.
+
+        Raises :class:`BadInput` (``from.version``) for a version it cannot be rebuilt at.
+        """
+        for _ in range(3):
+            stored = await self.store.read(name)
+            snap = await self.store.read_snapshot(name)
+            count, first = await self.store.log_bounds(name)
+            at = stored.version if version is None else version
+            start, state, _, space = (0, None, "", None) if snap is None else snap
+            if at < start and (count == 0 or first <= 1):  # from the creation instead
+                start, state, space = 0, None, None
+            if not start <= at <= stored.version:
+                raise BadInput(
+                    "from.version",
+                    f"{at}: model {name!r} can be rebuilt at {start} to {stored.version}",
+                )
+            config = stored.config if learner is None else {**stored.config, "learner": learner}
+            if learner is not None:
+                state = None
+            m = await asyncio.to_thread(
+                LiveModel,
+                name,
+                stored.incarnation,
+                config,
+                version=start,
+                state=state,
+                space=space,
+                limits=self.replicas.limits,
+            )
+            try:
+                while m.version < at:
+                    entries = await self.store.read_log(name, m.version, LIMIT, upto=at)
+                    if not entries:
+                        raise LogGap(f"model {name!r}: no log after {m.version}")
+                    await asyncio.to_thread(m.apply, entries)
+            except StateReplaced:  # an imported state the log cannot rebuild
+                if start == 0 and snap is not None:
+                    raise BadInput(
+                        "from.version",
+                        f"{at}: model {name!r} can be rebuilt at {snap.version} to "
+                        f"{stored.version} (a state was imported before)",
+                    ) from None
+                continue
+            except LogGap:  # a newer snapshot trimmed the log meanwhile
+                continue
+            return m
+        raise Conflict(f"model {name!r} kept changing: fork it again")
+
+    async def fork(
+        self,
+        name: str,
+        source: str,
+        version: int | None,
+        overrides: dict[str, Any],
+        idem: Idempotency | None = None,
+    ) -> StoredModel:
+        """Make model ``name`` from ``source`` at ``version``: its input and its learner's
+        state, or (``overrides["learner"]`` given) that learner trained on the source's
+        log up to there. The state is imported into the new model as its first entry."""
+        learner = overrides.get("learner")
+        m = await self.state_at(source, version, learner)
+        config = {**m.config, **{k: v for k, v in overrides.items() if v is not None}}
+        await self.create_model(name, config, idem)
+        state = await asyncio.to_thread(m.learner.export_state)
+        part = None if idem is None else Idempotency(f"{idem.key}/state", idem.digest)
+        await self.import_state(name, state, part)
+        return await self.store.read(name)
 
     async def change_input(
         self, name: str, change: dict[str, Any], idem: Idempotency | None = None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Request, Response, status
+from pydantic import Discriminator, Tag
 
 from app.auth import Auth, principal_of
 from app.deps import IdempotencyKeyDep, NameDep, ServiceDep
@@ -16,13 +17,14 @@ from app.schemas import (
     LabelsChange,
     LearnerKind,
     ModelCreate,
+    ModelFork,
     ModelPublic,
     ModelsPublic,
     StatePublic,
     StateUpdate,
 )
 from models.registry import describe
-from storage.errors import Full
+from storage.errors import Full, ModelNotFound
 from storage.repository import StoredModel
 
 router = APIRouter(prefix="/v1", tags=["models"])
@@ -44,20 +46,46 @@ def public(m: StoredModel) -> ModelPublic:
     )
 
 
+def _kind_of_create(body: Any) -> str:
+    return "fork" if isinstance(body, dict) and "from" in body else "create"
+
+
+CreateBody = Annotated[
+    Annotated[ModelCreate, Tag("create")] | Annotated[ModelFork, Tag("fork")],
+    Discriminator(_kind_of_create),
+]
+
+
 @router.post("/models", status_code=status.HTTP_201_CREATED)
 async def create_model(
-    body: ModelCreate, request: Request, service: ServiceDep, key: IdempotencyKeyDep = None
+    body: CreateBody, request: Request, service: ServiceDep, key: IdempotencyKeyDep = None
 ) -> ModelPublic:
     """Create a model; 409 if the name is taken, 422 naming a bad input or learner field,
     429 when the service holds the most models it may. With an ``Idempotency-Key``, a
-    retry gets the first answer."""
-    config = body.model_dump(exclude={"name"}, exclude_none=False)
-    config["input"] = {k: v for k, v in config["input"].items() if v is not None}
+    retry gets the first answer.
+
+    With ``"from": {"model", "version"}`` the model is a fork: it starts with the
+    source's input and its learner's state at that version (404 for an unknown source, 422
+    for a version it cannot be rebuilt at, see ``GET /v1/models/{name}/versions``); with
+    another ``learner``, that learner is trained by replaying the source's log up to
+    there. The fork's log starts with that state, as an import."""
     idem = idempotency(key, "create", body.name, await request.body())
     request.scope["committee.model"] = body.name
     principal = principal_of(request.scope)
-    if principal.key is None:
+    if isinstance(body, ModelFork) and not principal.sees(body.from_.model):
+        raise ModelNotFound(body.from_.model)  # the same answer as a missing model
+
+    async def make() -> ModelPublic:
+        if isinstance(body, ModelFork):
+            overrides = body.model_dump(include={"learner", "label_ttl", "max_active"})
+            f = body.from_
+            return public(await service.fork(body.name, f.model, f.version, overrides, idem))
+        config = body.model_dump(exclude={"name"}, exclude_none=False)
+        config["input"] = {k: v for k, v in config["input"].items() if v is not None}
         return public(await service.create_model(body.name, config, idem))
+
+    if principal.key is None:
+        return await make()
     if not principal.sees(body.name):
         raise HTTPException(
             403, f"this key makes models matching {principal.key.models!r} only, not {body.name!r}"
@@ -69,7 +97,7 @@ async def create_model(
     if reserved == "full":
         raise Full("max_models", most, f"this key has made {most} models, its most (max_models)")
     try:
-        return public(await service.create_model(body.name, config, idem))
+        return await make()
     except BaseException:
         if reserved == "new":
             await auth.store.release(body.name)
@@ -177,6 +205,14 @@ async def add_labels(
     and attribute sub-experts where the input has them); a binary learner refuses with a
     422. Predictions served before the change still take their labels."""
     return await _change(name, "labels", body, request, service, key)
+
+
+@router.get("/models/{name}/versions")
+async def versions(name: NameDep, service: ServiceDep) -> dict[str, Any]:
+    """The versions the model can be rebuilt at (a fork's ``from.version``): from its
+    snapshot, or from its creation while its log holds every entry, to its current one;
+    and its latest changes of input and imports of state, with their versions."""
+    return await service.versions(name)
 
 
 @router.get("/learners", tags=["learners"])

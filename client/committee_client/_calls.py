@@ -158,6 +158,28 @@ def put_state(name: str, state: State | Mapping[str, Any]) -> Call[State]:
     return Call("PUT", _model(name, "state"), State.model_validate, body, key=new_key())
 
 
+def fork_model(
+    name: str,
+    source: str,
+    version: int | None,
+    learner: Mapping[str, Any] | str | None,
+    label_ttl: float | None,
+) -> Call[Model]:
+    origin: dict[str, Any] = {"model": source}
+    if version is not None:
+        origin["version"] = version
+    body: dict[str, Any] = {"name": name, "from": origin}
+    if learner is not None:
+        body["learner"] = {"kind": learner} if isinstance(learner, str) else dict(learner)
+    if label_ttl is not None:
+        body["label_ttl"] = label_ttl
+    return Call("POST", "/v1/models", Model.model_validate, body, key=new_key())
+
+
+def versions(name: str) -> Call[dict[str, Any]]:
+    return Call("GET", _model(name, "versions"), dict)
+
+
 def change_experts(
     name: str, add: Sequence[str] | None, retire: Sequence[str] | None
 ) -> Call[Model]:

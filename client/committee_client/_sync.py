@@ -176,6 +176,24 @@ class Client:
         """Replace the learner's state with one exported from a model of the same spec."""
         return self._run(calls.put_state(name, state))
 
+    def fork_model(
+        self,
+        name: str,
+        source: str,
+        version: int | None = None,
+        learner: Mapping[str, Any] | str | None = None,
+        label_ttl: float | None = None,
+    ) -> Model:
+        """Make model ``name`` from ``source`` at ``version`` (None: now): its input and
+        its learner's state, or another ``learner`` trained on the source's log up to
+        there."""
+        return self._run(calls.fork_model(name, source, version, learner, label_ttl))
+
+    def versions(self, name: str) -> dict[str, Any]:
+        """The versions the model can be rebuilt at (``restorable``: from, to), its
+        snapshot's, its log's bounds and its latest changes."""
+        return self._run(calls.versions(name))
+
     def change_experts(
         self,
         name: str,

@@ -37,8 +37,10 @@ ACCEPTED = {
     # keys; split_classes naming labels not among the labels; a learner over the memory
     # budget or nesting depth; a spec's own labels or sizes that the model's contradict;
     # an integer parameter written 2.0 (learners take integers as written); a real one
-    # given as an integer beyond 64 bits (the store keeps 64). 429: a quota of models.
-    "POST /v1/models": [409, 422, 429],
+    # given as an integer beyond 64 bits (the store keeps 64). 429: a quota of models. A
+    # fork: 404 for a source that does not exist, 422 for a version it cannot be rebuilt at.
+    "POST /v1/models": [404, 409, 422, 429],
+    "GET /v1/models/{name}/versions": [404],
     # 422: a state is valid only for the model's own learner spec.
     "PUT /v1/models/{name}/state": [404, 409, 422],
     # 422: an instance must fit the model's input (feature indices or names, expert names

@@ -296,3 +296,18 @@ def test_live_changes(client: Client, name: str) -> None:
     with pytest.raises(InvalidInput) as e:
         client.change_experts(name, add=["clf"])
     assert e.value.field == "experts"
+
+
+def test_fork_and_versions(client: Client, name: str) -> None:
+    client.create_model(name, **FUSION)
+    for _ in range(3):
+        client.learn(name, {"experts": {"cnn": "dog"}}, "dog")
+    assert client.versions(name)["restorable"] == {"from": 0, "to": 3}
+    fork = client.fork_model(f"{name}-f", name, version=2)
+    assert fork.version == 1 and fork.labels == FUSION["labels"]
+    assert client.state(f"{name}-f").state != client.state(name).state  # 2 trials, not 3
+    other = client.fork_model(f"{name}-wm", name, learner="weighted-majority")
+    assert other.learner == {"kind": "weighted-majority"}
+    with pytest.raises(InvalidInput) as e:
+        client.fork_model(f"{name}-x", name, version=9)
+    assert e.value.field == "from.version"
