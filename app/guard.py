@@ -35,7 +35,7 @@ MODELS = "/v1/models/"
 ALL = "admin-all"  # admin, on every model: keys and the audit log
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _TRIAL_CALLS = frozenset("/" + call for call in HANDLERS)
-_CHANGES = frozenset({"/experts", "/features", "/labels"})  # of the model's input
+_CHANGES = frozenset({"/experts", "/features", "/labels", "/rollback"})  # admin's
 # admin actions as the audit log names them: (method, path after the model name)
 _ACTIONS = {
     ("POST", "/v1/models"): "create model",
@@ -45,6 +45,7 @@ _ACTIONS = {
     ("POST", "/experts"): "change experts",
     ("POST", "/features"): "add features",
     ("POST", "/labels"): "add labels",
+    ("POST", "/rollback"): "roll back",
     ("POST", "/v1/keys"): "create key",
     ("DELETE", "/v1/keys"): "revoke key",
 }

@@ -26,7 +26,7 @@ from models.core.params import InvalidParameter
 from models.core.state import InvalidState
 from models.inputs.space import InputSpace
 from models.registry import build, kind_of
-from storage.codec import decode_entry, entry_stamp, fold_id
+from storage.codec import decode_entry, entry_kind, entry_stamp, fold_id
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync, with_space
 
@@ -264,6 +264,19 @@ class LiveModel:
                 self._replay(e.seq, e.x, e.y, e.predicted, e.trial_id)
             self.stamp = stamp
         self.synced_at = time.monotonic()
+
+    def grow_through(self, entries: Iterable[RawEntry]) -> None:
+        """Apply only the change entries among ``entries`` (after this model's version):
+        the learner as it is, over the input those changes lead to. The model's version
+        is then that of the last entry, though it learned none of the trials: a copy for
+        a rollback, never one that serves."""
+        for entry_id, fields in entries:
+            seq = _seq_of(entry_id)
+            if seq <= self.version:
+                continue
+            if entry_kind(fields) == b"c":
+                self._change(seq, decode_entry(entry_id, fields, self.size, self.k).change)
+            self.version = seq
 
     def _change(self, seq: int, raw: bytes) -> None:
         """Replay a change of the input: the learner grows in place of the entry."""

@@ -61,6 +61,12 @@ ERRORS: dict[str, dict[int, str]] = {
         503: _REDIS,
     },
     "GET /v1/models/{name}/versions": _MODEL,
+    "POST /v1/models/{name}/rollback": {
+        **_MODEL,
+        409: f"the model kept changing meanwhile; or {_AGAIN}",
+        413: _BODY,
+        422: "the version is not one the model can be rebuilt at",
+    },
     "GET /v1/models/{name}": _MODEL,
     "DELETE /v1/models/{name}": {**_MODEL, 409: _AGAIN},
     "GET /v1/models/{name}/state": _MODEL,

@@ -139,10 +139,20 @@ class ModelCreate(_In):
     )
 
 
+class Rollback(_In):
+    version: int = Field(
+        strict=True,
+        ge=0,
+        le=2**53,
+        description="the version whose state to go back to (see .../versions)",
+    )
+
+
 class ForkSource(_In):
     model: ModelName
     version: int | None = Field(
         None,
+        strict=True,
         ge=0,
         le=2**53,
         description="the source's version to start from (null: its current one); any from "

@@ -20,13 +20,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from app.config import Settings
 from app.errors import BadInput
-from app.live import LiveModel, StateReplaced, build_model, plan_model
+from app.live import LiveModel, build_model, plan_model
 from app.replicas import LIMIT, Replicas, Warming
 from app.trials import TrialCalls
 from models.core.state import InvalidState
@@ -37,6 +38,7 @@ from storage.repository import Idempotency, LogGap, ModelStore, Statistics, Stor
 __all__ = ["ModelService", "request_digest"]
 
 log = logging.getLogger("committee.service")
+ROLLBACK_TRIES = 20  # a rollback writes only at the log's head, so under load it may retry
 DEFAULT_KEEP_MS = 86_400_000  # idempotency records of a model whose label window is unknown
 SWEEP_EVERY = 30.0  # seconds between looks for deleted models' trial hashes to remove
 
@@ -191,56 +193,85 @@ class ModelService:
 
     # -- versions and forks -------------------------------------------------------------
 
-    async def versions(self, name: str) -> dict[str, Any]:
-        """The versions the model can be rebuilt at: from its snapshot (or its creation,
-        while the log holds every entry) to its current one; and its changes."""
+    async def _starts(self, name: str) -> tuple[StoredModel, list[_Start]]:
+        """The model, and where it can be rebuilt from: its snapshot, the snapshot its
+        last state import or rollback replaced, its creation; each with the last version
+        it reaches (an import after it replaced the state), latest first."""
         stored = await self.store.read(name)
         snap = await self.store.read_snapshot(name)
+        prev = await self.store.read_previous(name)
         count, first = await self.store.log_bounds(name)
-        whole = count == 0 or first <= 1  # the log holds every entry since the creation
-        oldest = 0 if whole else None if snap is None else snap.version
+
+        def reaches(version: int) -> bool:  # the log holds every entry after version
+            return count == 0 or first <= version + 1 or version == stored.version
+
+        starts = []
+        if snap is not None and reaches(snap.version):
+            starts.append(_Start(snap.version, snap.state, snap.space, stored.version))
+        elif snap is None and reaches(0):
+            starts.append(_Start(0, None, None, stored.version))
+        if prev is not None and reaches(prev[0].version):
+            p, until = prev
+            starts.append(_Start(p.version, p.state or None, p.space, until - 1))
+        if snap is not None and stored.imports == 0 and reaches(0):
+            starts.append(_Start(0, None, None, stored.version))
+        return stored, starts
+
+    async def versions(self, name: str) -> dict[str, Any]:
+        """The versions the model can be rebuilt at, as ranges (from its snapshot on; the
+        versions before its last import or rollback from the snapshot that replaced;
+        from its creation while the log holds every entry), and its latest changes."""
+        stored, starts = await self._starts(name)
+        snap = await self.store.read_snapshot(name)
+        count, first = await self.store.log_bounds(name)
+        ranges = sorted((s.version, s.until) for s in starts)
+        merged: list[list[int]] = []
+        for lo, hi in ranges:
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
         return {
             "version": stored.version,
             "snapshot": None if snap is None else snap.version,
             "log": {"first": first or None, "entries": count},
-            "restorable": None if oldest is None else {"from": oldest, "to": stored.version},
+            "restorable": [{"from": lo, "to": hi} for lo, hi in merged],
             "changes": [{"version": v, "what": w} for v, w in stored.marks],
         }
 
     async def state_at(
-        self, name: str, version: int | None, learner: dict[str, Any] | None = None
+        self,
+        name: str,
+        version: int | None,
+        learner: dict[str, Any] | None = None,
+        field: str = "from.version",
     ) -> LiveModel:
         """The model as it was at ``version`` (None: now), rebuilt off the event loop from
-        its snapshot (or its creation, while the log holds every entry) and its log, apart
+        the latest place it can be rebuilt from (see :meth:`versions`) and its log, apart
         from the copies that serve it. With ``learner``, that learner instead, untrained
         there and trained on the log after it.
 
-        Raises :class:`BadInput` (``from.version``) for a version it cannot be rebuilt at.
+        Raises :class:`BadInput` naming ``field`` for a version it cannot be rebuilt at.
         """
         for _ in range(3):
-            stored = await self.store.read(name)
-            snap = await self.store.read_snapshot(name)
-            count, first = await self.store.log_bounds(name)
+            stored, starts = await self._starts(name)
             at = stored.version if version is None else version
-            start, state, _, space = (0, None, "", None) if snap is None else snap
-            if at < start and (count == 0 or first <= 1):  # from the creation instead
-                start, state, space = 0, None, None
-            if not start <= at <= stored.version:
+            usable = [s for s in starts if s.version <= at <= s.until]
+            if not usable:
+                ranges = ", ".join(f"{s.version} to {s.until}" for s in reversed(starts))
                 raise BadInput(
-                    "from.version",
-                    f"{at}: model {name!r} can be rebuilt at {start} to {stored.version}",
+                    field, f"{at}: model {name!r} can be rebuilt at {ranges or 'no version'}"
                 )
+            start = usable[0]
             config = stored.config if learner is None else {**stored.config, "learner": learner}
-            if learner is not None:
-                state = None
             m = await asyncio.to_thread(
                 LiveModel,
                 name,
                 stored.incarnation,
                 config,
-                version=start,
-                state=state,
-                space=space,
+                version=start.version,
+                state=start.state if learner is None else None,
+                space=start.space,
                 limits=self.replicas.limits,
             )
             try:
@@ -249,18 +280,54 @@ class ModelService:
                     if not entries:
                         raise LogGap(f"model {name!r}: no log after {m.version}")
                     await asyncio.to_thread(m.apply, entries)
-            except StateReplaced:  # an imported state the log cannot rebuild
-                if start == 0 and snap is not None:
-                    raise BadInput(
-                        "from.version",
-                        f"{at}: model {name!r} can be rebuilt at {snap.version} to "
-                        f"{stored.version} (a state was imported before)",
-                    ) from None
-                continue
-            except LogGap:  # a newer snapshot trimmed the log meanwhile
+            except LogGap:  # a newer snapshot trimmed the log, or an import came, meanwhile
                 continue
             return m
-        raise Conflict(f"model {name!r} kept changing: fork it again")
+        raise Conflict(f"model {name!r} kept changing: ask again")
+
+    async def rollback(self, name: str, version: int, idem: Idempotency | None = None) -> int:
+        """Reset the model's learner to its state at ``version``: an entry in its log (a
+        reset, as an import), so the rollback is itself logged and can be rolled back.
+        Experts, features and labels added since stay, entering as they did then, so
+        predictions made since still take their labels. Returns the entry's seq."""
+        if idem is not None:
+            m = await self.replicas.fresh(name)
+            seq = await self.store.earlier(name, m.incarnation, idem, "rollback")
+            if seq is not None:
+                return seq
+        target = await self.state_at(name, version, field="version")
+        state = orjson.dumps(await asyncio.to_thread(target.learner.export_state))
+        for _ in range(ROLLBACK_TRIES):
+            m = await self.replicas.fresh(name)
+            if target.space != m.space:  # grow through the changes since, in their places
+                while target.version < m.version:
+                    entries = await self.store.read_log(name, target.version, LIMIT, upto=m.version)
+                    if not entries:
+                        raise Conflict(f"model {name!r}: its log was trimmed meanwhile: again")
+                    await asyncio.to_thread(target.grow_through, entries)
+                state = orjson.dumps(await asyncio.to_thread(target.learner.export_state))
+                continue  # and at the head again, which may have moved meanwhile
+            # the state is for the input the model has at m.version, and the write is
+            # refused unless the log still ends there
+            sync, seq = await self.store.import_state(
+                name,
+                m.incarnation,
+                m.version,
+                state,
+                m.fold_payload(),
+                LIMIT,
+                idem=idem,
+                keep_ms=m.ttl_ms,
+                seen=m.stamp,
+                space=m.space_doc(),
+                what=f"rolled back to {version}",
+                op="rollback",
+            )
+            if sync is None:
+                self.replicas.drop(m)
+                return seq
+            await self.replicas.catch_up(m, sync)
+        raise Conflict(f"model {name!r} kept changing: roll it back again")
 
     async def fork(
         self,
@@ -348,3 +415,14 @@ def _what(change: dict[str, Any]) -> str:
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             out.append(f"{sign}{shown}")
     return " ".join(out)[:200]
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """A place a model can be rebuilt from: its version, the learner's state there (None:
+    a fresh learner), its input there (None: as made) and the last version it reaches."""
+
+    version: int
+    state: bytes | None
+    space: dict[str, Any] | None
+    until: int

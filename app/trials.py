@@ -120,6 +120,19 @@ class TrialCalls:
             for x in m.encode_each(payloads)
         ]
 
+    async def _changed(self, m: LiveModel, out: Sequence[Any]) -> bool:
+        """Whether, after part of a request was refused (``out`` holds a BadInput), a sync
+        finds that the model's input changed since this worker's copy last read its log:
+        an expert, a feature or a label another worker added a moment ago. Then the
+        request is read again, against the input as it is now."""
+        if not any(isinstance(o, BadInput) for o in out):
+            return False
+        space = m.space
+        try:
+            return await self.replicas.sync(m) is m and m.space is not space
+        except (ModelNotFound, LogGap):
+            return False
+
     def _class(self, m: LiveModel, label: Any, field: str) -> int:
         most = self.settings.max_label_length
         if isinstance(label, str) and len(label) > most:
@@ -150,7 +163,10 @@ class TrialCalls:
             if self.replicas.stale(m):
                 m = await self.replicas.fresh(name)
             out: list[Result] = []
-            for x in self._instances(m, [payload for payload, _ in items]):
+            instances = self._instances(m, [payload for payload, _ in items])
+            if await self._changed(m, instances):
+                instances = self._instances(m, [payload for payload, _ in items])
+            for x in instances:
                 if isinstance(x, BadInput):
                     out.append(x)
                 else:
@@ -164,6 +180,8 @@ class TrialCalls:
             if m.incarnation != encoded_for:  # (again) for this incarnation
                 encoded_for = m.incarnation
                 instances = self._instances(m, [payload for payload, _ in items])
+                if await self._changed(m, instances):
+                    instances = self._instances(m, [payload for payload, _ in items])
                 todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
                 encoded = [encode_instance(x) for _, x in todo]
             out = [x if isinstance(x, BadInput) else {} for x in instances]
@@ -237,12 +255,16 @@ class TrialCalls:
             # class indices of the incarnation the script then checks
             out: list[Result] = []
             todo: list[tuple[int, str, int]] = []
-            for i, (trial_id, label) in enumerate(items):
-                try:
-                    todo.append((i, trial_id, self._class(m, label, "label")))
-                    out.append({})
-                except BadInput as e:
-                    out.append(e)
+            for again in (False, True):
+                out, todo = [], []
+                for i, (trial_id, label) in enumerate(items):
+                    try:
+                        todo.append((i, trial_id, self._class(m, label, "label")))
+                        out.append({})
+                    except BadInput as e:
+                        out.append(e)
+                if again or not await self._changed(m, out):
+                    break
             if not todo:
                 return out, todo, None
             got = await self.store.label(
@@ -321,10 +343,14 @@ class TrialCalls:
             # instances and class indices of the incarnation the script then checks
             outs: list[list[Result]] = []
             todos: list[Todo] = []
-            for _, items in requests:
-                out, todo = self._learn_items(m, items)
-                outs.append(out)
-                todos.append(todo)
+            for again in (False, True):
+                outs, todos = [], []
+                for _, items in requests:
+                    out, todo = self._learn_items(m, items)
+                    outs.append(out)
+                    todos.append(todo)
+                if again or not await self._changed(m, [o for out in outs for o in out]):
+                    break
             if not any(todos) and all(idem is None for idem, _ in requests):
                 return outs, todos, None
             groups = [

@@ -22,6 +22,7 @@ __all__ = [
     "decode_entry",
     "decode_instance",
     "encode_instance",
+    "entry_kind",
     "entry_stamp",
     "fold_id",
     "parse_int",
@@ -109,6 +110,14 @@ def valid_stamp(value: object, what: str) -> str:
     if not isinstance(value, bytes) or not _STAMP.fullmatch(value):
         raise CorruptData(f"{what}: its stamp {value!r} is not one the service writes")
     return value.decode("ascii")
+
+
+def entry_kind(fields: list[bytes]) -> bytes | None:
+    """The kind field (``k``) of a stream entry (its flat field list), unchecked."""
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == b"k":
+            return fields[i + 1]
+    return None
 
 
 def entry_stamp(fields: list[bytes]) -> str:

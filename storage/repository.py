@@ -173,6 +173,8 @@ class StoredModel:
     space: dict[str, Any] | None = None
     #: its latest changes and state imports: (the entry's seq, what it did)
     marks: list[tuple[int, str]] = field(default_factory=list)
+    #: state imports and rollbacks so far (reset entries in its log)
+    imports: int = 0
 
     @property
     def current(self) -> dict[str, Any]:
@@ -710,6 +712,7 @@ class ModelStore:
             folded=_int(meta.get("folded", b"0"), "folded"),
             space=read_space(meta.get("input"), f"model {name!r}: its input"),
             marks=_marks(meta.get("marks"), name),
+            imports=_int(meta.get("imports", b"0"), "imports"),
         )
         for c in _COUNTERS:
             out.counters[c] = _int(meta.get(c, b"0"), c)
@@ -752,6 +755,27 @@ class ModelStore:
     async def save_summary(self, name: str, incarnation: str, version: int, doc: bytes) -> None:
         keys = self.keys(name).all_fixed()
         await self._run("SUMMARY", name, keys, [incarnation, version, doc])
+
+    async def read_previous(self, name: str) -> tuple[Snapshot, int] | None:
+        """The snapshot the last state import (or rollback) replaced (its state b"" for
+        the creation, where there was none), and the seq of that import; None when there
+        is none."""
+        async with _redis_errors():
+            got: list[Any] = await self.client.hmget(
+                self.keys(name).snapshot, "p_version", "p_state", "p_w", "p_c", "p_until"
+            )
+        version, state, stamp, space, until = got
+        if version is None:
+            return None
+        if not isinstance(state, bytes):  # b"": from the creation
+            raise CorruptData(f"model {name!r}: previous snapshot without state")
+        kept = Snapshot(
+            _int(version, "previous snapshot version"),
+            state,
+            valid_stamp(stamp, "previous snapshot"),
+            read_space(space, f"model {name!r}: the previous snapshot's input"),
+        )
+        return kept, _int(until, "the seq that replaced the previous snapshot")
 
     async def read_snapshot(self, name: str) -> Snapshot | None:
         """The model's snapshot; None when it has none."""
@@ -961,16 +985,19 @@ class ModelStore:
         keep_ms: int = 86_400_000,
         seen: str = "",
         space: bytes = b"",
+        what: str = "state imported",
+        op: str = "import",
     ) -> tuple[Sync | None, int]:
         """Replace the learner state after version ``known``; returns (None, its seq), or
         (the sync to catch up with, -1) when ``known`` is not current and fully folded.
         A retry with ``idem`` returns the first request's seq. ``space`` is the model's
-        input now (b"": as made)."""
+        input now (b"": as made); ``what`` marks the entry, ``op`` names the operation in
+        its idempotency record ("import", "rollback")."""
         k = self.keys(name)
         keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
         keys += _fold_keys(k, incarnation, fold)
         args = [incarnation, position(known, seen, new_stamp()), state, fold, limit]
-        args += [idem.digest if idem else "", keep_ms, space]
+        args += [idem.digest if idem else "", keep_ms, space, what, op]
         return self._appended(await self._run("IMPORT", name, keys, args), incarnation)
 
     def _appended(self, reply: Any, incarnation: str) -> tuple[Sync | None, int]:

@@ -20,6 +20,7 @@ from app.schemas import (
     ModelFork,
     ModelPublic,
     ModelsPublic,
+    Rollback,
     StatePublic,
     StateUpdate,
 )
@@ -205,6 +206,25 @@ async def add_labels(
     and attribute sub-experts where the input has them); a binary learner refuses with a
     422. Predictions served before the change still take their labels."""
     return await _change(name, "labels", body, request, service, key)
+
+
+@router.post("/models/{name}/rollback")
+async def rollback(
+    name: NameDep,
+    body: Rollback,
+    request: Request,
+    service: ServiceDep,
+    key: IdempotencyKeyDep = None,
+) -> ModelPublic:
+    """Reset the model's learner to its state at ``version``: an entry in its log, so the
+    rollback is logged, and reversible (the versions before it stay restorable while the
+    log holds them). Experts, features and labels added since stay, entering as they did,
+    and predictions made since still take their labels. 422 naming ``version`` for one
+    it cannot be rebuilt at (see ``GET .../versions``). With an ``Idempotency-Key``, a
+    retry gets the first answer."""
+    idem = idempotency(key, "rollback", name, await request.body())
+    await service.rollback(name, body.version, idem)
+    return public(await service.store.read(name))
 
 
 @router.get("/models/{name}/versions")

@@ -193,6 +193,11 @@ class AsyncClient:
         there."""
         return await self._run(calls.fork_model(name, source, version, learner, label_ttl))
 
+    async def rollback(self, name: str, version: int) -> Model:
+        """Reset the model's learner to its state at ``version`` (an entry in its log,
+        which can itself be rolled back); what it gained since stays."""
+        return await self._run(calls.rollback(name, version))
+
     async def versions(self, name: str) -> dict[str, Any]:
         """The versions the model can be rebuilt at (``restorable``: from, to), its
         snapshot's, its log's bounds and its latest changes."""

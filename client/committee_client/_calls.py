@@ -176,6 +176,11 @@ def fork_model(
     return Call("POST", "/v1/models", Model.model_validate, body, key=new_key())
 
 
+def rollback(name: str, version: int) -> Call[Model]:
+    body = {"version": version}
+    return Call("POST", _model(name, "rollback"), Model.model_validate, body, key=new_key())
+
+
 def versions(name: str) -> Call[dict[str, Any]]:
     return Call("GET", _model(name, "versions"), dict)
 

@@ -189,6 +189,11 @@ class Client:
         there."""
         return self._run(calls.fork_model(name, source, version, learner, label_ttl))
 
+    def rollback(self, name: str, version: int) -> Model:
+        """Reset the model's learner to its state at ``version`` (an entry in its log,
+        which can itself be rolled back); what it gained since stays."""
+        return self._run(calls.rollback(name, version))
+
     def versions(self, name: str) -> dict[str, Any]:
         """The versions the model can be rebuilt at (``restorable``: from, to), its
         snapshot's, its log's bounds and its latest changes."""

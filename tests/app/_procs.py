@@ -288,7 +288,9 @@ def replay(
     with sync_client(redis_url) as r:
         meta = r.hgetall(keys.meta)
         raw = r.xrange(keys.log, "-", "+")
-    model = LiveModel(name, meta[b"incarnation"].decode(), orjson.loads(meta[b"config"]))
+        snapshots = r.hgetall(keys.snapshot)
+    config = orjson.loads(meta[b"config"])
+    model = LiveModel(name, meta[b"incarnation"].decode(), config)
     out = Replay(model)
     predictions = predictions or {}
     learner = model.learner
@@ -313,6 +315,25 @@ def replay(
             model.apply([(entry_id, flat)])
             assert model.version == e.seq and model.quarantined == 0, f"entry {e.seq}"
             learner = model.learner
+            out.kinds[e.seq] = e.kind
+            check(e.seq)
+            continue
+        if e.kind == "reset":  # an import or rollback: the state the snapshot kept there
+            held = {
+                int(snapshots[f"{p}version".encode()]): f"{p}state".encode()
+                for p in ("", "p_")
+                if f"{p}version".encode() in snapshots
+            }
+            assert e.seq in held, f"entry {e.seq}: no snapshot holds the state it reset to"
+            model = LiveModel(
+                name,
+                model.incarnation,
+                config,
+                version=e.seq,
+                state=snapshots[held[e.seq]],
+                space=orjson.loads(model.space_doc()) if model.changed else None,
+            )
+            out.model, learner = model, model.learner
             out.kinds[e.seq] = e.kind
             check(e.seq)
             continue

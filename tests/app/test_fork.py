@@ -68,7 +68,7 @@ def test_a_fork_starts_from_the_state_at_its_version(
     c, name = client, model_name
     _history(c, name)
     versions = c.get(f"/v1/models/{name}/versions").json()
-    assert versions["restorable"] == {"from": 0, "to": 52} and versions["snapshot"] is None
+    assert versions["restorable"] == [{"from": 0, "to": 52}] and versions["snapshot"] is None
     assert [m["version"] for m in versions["changes"]] == [31, 32]
 
     rep = replay(api_settings.redis_url, api_settings.key_prefix, name, states_at={20, 40})
@@ -163,7 +163,7 @@ def test_a_fork_from_a_snapshot_and_its_trimmed_log(
         versions = c.get(f"/v1/models/{name}/versions").json()
         snap = versions["snapshot"]
         assert snap is not None and versions["log"]["first"] > 1
-        assert versions["restorable"] == {"from": snap, "to": 92}
+        assert versions["restorable"] == [{"from": snap, "to": 92}]
         old = {"name": f"{name}-old", "from": {"model": name, "version": 1}}
         r = c.post("/v1/models", json=old)
         assert r.status_code == 422, r.text

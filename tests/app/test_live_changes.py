@@ -199,6 +199,21 @@ def test_four_workers_under_load_agree_with_a_replay_through_the_changes(
                             if e not in r.json()["input"]["experts"].get("retired", [])
                         ]
                         known[:] = r.json()["labels"]
+                # and back to a version between two bursts of learns
+                stop.wait(0.5)
+                back_to = c.get(f"/v1/models/{name}").json()["version"]
+                stop.wait(0.5)
+                with httpx.Client(base_url=svc.url, timeout=60) as admin:
+                    # a rollback writes only at the log's head: under this load it may be
+                    # told to come again (409), which with its key is safe
+                    key = {"Idempotency-Key": f"back-{learner['kind']}"}
+                    for _ in range(5):
+                        r = admin.post(
+                            f"/v1/models/{name}/rollback", json={"version": back_to}, headers=key
+                        )
+                        if r.status_code != 409:
+                            break
+                assert r.status_code == 200, r.text
                 stop.wait(1.0)
             finally:
                 stop.set()
@@ -213,8 +228,15 @@ def test_four_workers_under_load_agree_with_a_replay_through_the_changes(
             )
         assert svc.stop() == 0
 
-    rep = replay(redis_url, redis_prefix, name)
+    resets = [
+        seq for seq, kind in replay(redis_url, redis_prefix, name).kinds.items() if kind == "reset"
+    ]
+    assert len(resets) == 1 and back_to < resets[0], resets
+    reset_at = resets[0]
+    rep = replay(redis_url, redis_prefix, name, states_at={back_to, reset_at})
     assert sorted(k for k in rep.kinds.values() if k == "change") == ["change"] * 3
+    # the rollback's state is the replay's own at that version
+    assert_same_state(rep.states[reset_at]["arrays"], rep.states[back_to]["arrays"])
     assert sum(k == "learn" for k in rep.kinds.values()) == learned[0] > 100
     assert model["version"] == rep.model.version
     for worker, got in states.items():

@@ -41,6 +41,8 @@ ACCEPTED = {
     # fork: 404 for a source that does not exist, 422 for a version it cannot be rebuilt at.
     "POST /v1/models": [404, 409, 422, 429],
     "GET /v1/models/{name}/versions": [404],
+    # 422: a version the model cannot be rebuilt at (beyond its log, say)
+    "POST /v1/models/{name}/rollback": [404, 409, 422],
     # 422: a state is valid only for the model's own learner spec.
     "PUT /v1/models/{name}/state": [404, 409, 422],
     # 422: an instance must fit the model's input (feature indices or names, expert names

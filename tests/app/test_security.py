@@ -139,6 +139,8 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("POST", "/v1/models/acme-1/experts", {"add": ["x"]}, CHANGE_ACME),
     ("POST", "/v1/models/acme-1/features", {"add": ["x"]}, CHANGE_ACME),
     ("POST", "/v1/models/acme-1/labels", {"add": ["c"]}, CHANGE_ACME),
+    ("POST", "/v1/models/acme-1/rollback", {"version": 10**6}, CHANGE_ACME),
+    ("GET", "/v1/models/acme-1/versions", None, READ_ACME),
 ]
 
 

@@ -302,7 +302,7 @@ def test_fork_and_versions(client: Client, name: str) -> None:
     client.create_model(name, **FUSION)
     for _ in range(3):
         client.learn(name, {"experts": {"cnn": "dog"}}, "dog")
-    assert client.versions(name)["restorable"] == {"from": 0, "to": 3}
+    assert client.versions(name)["restorable"] == [{"from": 0, "to": 3}]
     fork = client.fork_model(f"{name}-f", name, version=2)
     assert fork.version == 1 and fork.labels == FUSION["labels"]
     assert client.state(f"{name}-f").state != client.state(name).state  # 2 trials, not 3
@@ -311,3 +311,8 @@ def test_fork_and_versions(client: Client, name: str) -> None:
     with pytest.raises(InvalidInput) as e:
         client.fork_model(f"{name}-x", name, version=9)
     assert e.value.field == "from.version"
+    back = client.rollback(name, 2)
+    assert back.version == 4 and client.state(name).state == client.state(f"{name}-f").state
+    with pytest.raises(InvalidInput) as e:
+        client.rollback(name, 99)
+    assert e.value.field == "version"
