@@ -66,10 +66,19 @@ def error_body(e: Exception) -> tuple[int, dict[str, Any], dict[str, str] | None
     return code, {"detail": message}, ({"Retry-After": "1"} if code == 503 else None)
 
 
+#: the tags of bodies that take one of several shapes (a model made, or forked): a field's
+#: path names the field, not the shape
+BODY_TAGS = frozenset({"create", "fork"})
+
+
 def _plain_error(err: dict[str, Any]) -> dict[str, Any]:
     """A validation error whose echoed ``input`` and ``ctx`` JSON can write: an integer
-    beyond 64 bits (which orjson refuses) or an exception object is dropped."""
+    beyond 64 bits (which orjson refuses) or an exception object is dropped; its ``loc``
+    without the body's shape tag."""
     out = dict(err)
+    loc = out.get("loc")
+    if isinstance(loc, list | tuple) and len(loc) > 1 and loc[0] == "body" and loc[1] in BODY_TAGS:
+        out["loc"] = [loc[0], *loc[2:]]
     for field in ("input", "ctx"):
         if field in out:
             try:

@@ -48,6 +48,7 @@ def public(m: StoredModel) -> ModelPublic:
 
 
 def _kind_of_create(body: Any) -> str:
+    """The shape of a POST /v1/models body (app.status.BODY_TAGS)."""
     return "fork" if isinstance(body, dict) and "from" in body else "create"
 
 
