@@ -173,23 +173,36 @@ class ModelService:
         for _ in range(5):
             m = await self.replicas.fresh(name)
             state = await asyncio.to_thread(self._staged, m.learner, doc)
-            sync, seq = await self.store.import_state(
-                name,
-                m.incarnation,
-                m.version,
-                state,
-                m.fold_payload(),
-                LIMIT,
-                idem=idem,
-                keep_ms=m.ttl_ms,
-                seen=m.stamp,
-                space=m.space_doc(),
-            )
-            if sync is None:
-                self.replicas.drop(m)
+            seq = await self._reset(m, state, idem, "state imported", "import")
+            if seq is not None:
                 return seq
-            await self.replicas.catch_up(m, sync)
         raise Conflict(f"model {name!r} kept changing: import its state again")
+
+    async def _reset(
+        self, m: LiveModel, state: bytes, idem: Idempotency | None, what: str, op: str
+    ) -> int | None:
+        """Write ``state`` as the model's, after ``m``'s version, as a reset entry marked
+        ``what`` (``op``: the idempotency record's operation). Its seq, or None when the
+        log moved on first (``m`` is caught up: try again)."""
+        sync, seq = await self.store.import_state(
+            m.name,
+            m.incarnation,
+            m.version,
+            state,
+            m.fold_payload(),
+            LIMIT,
+            idem=idem,
+            keep_ms=m.ttl_ms,
+            seen=m.stamp,
+            space=m.space_doc(),
+            what=what,
+            op=op,
+        )
+        if sync is None:
+            self.replicas.drop(m)
+            return seq
+        await self.replicas.catch_up(m, sync)
+        return None
 
     # -- versions and forks -------------------------------------------------------------
 
@@ -309,24 +322,9 @@ class ModelService:
                 continue  # and at the head again, which may have moved meanwhile
             # the state is for the input the model has at m.version, and the write is
             # refused unless the log still ends there
-            sync, seq = await self.store.import_state(
-                name,
-                m.incarnation,
-                m.version,
-                state,
-                m.fold_payload(),
-                LIMIT,
-                idem=idem,
-                keep_ms=m.ttl_ms,
-                seen=m.stamp,
-                space=m.space_doc(),
-                what=f"rolled back to {version}",
-                op="rollback",
-            )
-            if sync is None:
-                self.replicas.drop(m)
+            seq = await self._reset(m, state, idem, f"rolled back to {version}", "rollback")
+            if seq is not None:
                 return seq
-            await self.replicas.catch_up(m, sync)
         raise Conflict(f"model {name!r} kept changing: roll it back again")
 
     async def fork(
