@@ -664,7 +664,7 @@ class InputSpace:
         """
         self._check_form(form)
         fast: dict[int, Attributes] = {}
-        if form == "attributes" and self._mode == "n_features":
+        if form == "attributes" and self._mode == "n_features" and not self._layered:
             rows = [
                 t
                 for t, p in enumerate(payloads)
