@@ -245,3 +245,31 @@ def test_four_workers_under_load_agree_with_a_replay_through_the_changes(
         assert body["model_version"] == rep.model.version, worker
         assert_same_state(orjson.loads(rep.model.export()), body["state"], worker)
     assert model["counters"]["quarantined"] == 0
+
+
+def test_another_host_takes_a_new_experts_vote_at_once(
+    redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """Host b holds the model, host a adds an expert: b's next request naming it is
+    served, though b's copy had not read the change yet."""
+    with (
+        Service(tmp_path, workers=1, redis_url=redis_url, prefix=redis_prefix) as a,
+        Service(tmp_path, workers=1, redis_url=redis_url, prefix=redis_prefix) as b,
+        httpx.Client(base_url=a.url, timeout=60) as ca,
+        httpx.Client(base_url=b.url, timeout=60) as cb,
+    ):
+        assert ca.post("/v1/models", json={"name": "m", **FUSION}).status_code == 201
+        for host in (ca, cb):  # each holds the model
+            assert _learn(host, "m", {"cnn": "cat"}, "cat").status_code == 200
+        for i in range(5):
+            expert, label = f"new{i}", f"label{i}"
+            assert ca.post("/v1/models/m/experts", json={"add": [expert]}).status_code == 200
+            learned = _learn(cb, "m", {expert: "dog"}, "dog")
+            assert learned.status_code == 200, learned.text
+            assert ca.post("/v1/models/m/labels", json={"add": [label]}).status_code == 200
+            learned = _learn(cb, "m", {expert: label}, label)
+            assert learned.status_code == 200, learned.text
+        # what neither host knows is still refused
+        unknown = _learn(cb, "m", {"ghost": "dog"}, "dog")
+        assert unknown.status_code == 422 and "ghost" in unknown.text
+        assert a.stop() == 0 and b.stop() == 0
