@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from models.core.instance import AttributeBatch, Experts
+from models.core.params import Constraint, Options, validate_params
 
 __all__ = ["MajorityProblem", "majority_target", "sparse_disjunction_stream"]
 
@@ -18,8 +20,14 @@ class MajorityProblem:
     Each of ``n`` sub-experts votes one-hot for a class drawn uniformly from k; k threshold
     sub-experts follow (sub-expert n + c always votes for c), so an instance has
     N = n + k sub-experts. The clean label is the class most voted for by the first ``r``
-    sub-experts, ties to the smallest class; with probability ``noise`` it is replaced by
-    one of the other k - 1 classes drawn uniformly.
+    sub-experts; with probability ``noise`` it is replaced by one of the other k - 1 classes
+    drawn uniformly.
+
+    S4 §VII says both "we place an order on the relevant sub-experts to handle ties" and
+    "the instance is labeled according to the smallest class value involved in the tie".
+    ``ties="smallest"`` follows the second sentence and S4's target weights; ``"order"``
+    follows the first: among the tied classes, the one voted for by the first relevant
+    sub-expert (in index order) that votes for any of them.
 
     Examples
     --------
@@ -32,6 +40,14 @@ class MajorityProblem:
     r: int = 10
     k: int = 5
     noise: float = 0.0
+    ties: str = "smallest"
+
+    _parameter_constraints: ClassVar[dict[str, Constraint]] = {
+        "ties": Options(("smallest", "order")),
+    }
+
+    def __post_init__(self) -> None:
+        validate_params(self._parameter_constraints, vars(self))
 
     @property
     def n_experts(self) -> int:
@@ -53,7 +69,12 @@ class MajorityProblem:
         counts = np.zeros((votes.shape[0], self.k), dtype=np.int64)
         for c in range(self.k):
             counts[:, c] = (votes[:, : self.r] == c).sum(axis=1)
-        return counts.argmax(axis=1)  # first maximum: the smallest class wins ties
+        if self.ties == "smallest":
+            return counts.argmax(axis=1)  # first maximum: the smallest class wins ties
+        tied = counts == counts.max(axis=1, keepdims=True)
+        votes_tied = np.take_along_axis(tied, votes[:, : self.r], axis=1)
+        first = votes_tied.argmax(axis=1)  # the first relevant sub-expert voting a tied class
+        return votes[np.arange(votes.shape[0]), first]
 
     def add_noise(self, clean: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         flip = rng.random(clean.shape[0]) < self.noise

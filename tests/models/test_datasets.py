@@ -5,6 +5,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from models.core.params import InvalidParameter
 from models.inputs.datasets import MajorityProblem, majority_target, sparse_disjunction_stream
 
 
@@ -68,3 +69,32 @@ def test_sparse_stream_shape_noise_and_constant_attribute():
     assert set(np.unique(y).tolist()) == {-1, 1}
     _, noisy = sparse_disjunction_stream(4000, n_features=1000, noise=0.1, seed=1)
     assert abs((noisy != y).mean() - 0.1) < 0.02
+
+
+def test_order_ties_go_to_the_first_relevant_sub_expert_voting_a_tied_class():
+    votes = np.array(
+        [
+            [1, 1, 2, 2, 0, 0, 3, 3, 4, 4] + [0] * 10,  # 5-way tie: sub-expert 0 votes 1
+            [2, 1, 1, 2, 0, 0, 3, 3, 4, 4] + [0] * 10,  # sub-expert 0 votes 2
+            [3, 3, 3, 1, 1, 1, 0, 0, 2, 2] + [1] * 10,  # 1 and 3 tie; the first votes 3
+            [4, 2, 2, 2, 0, 1, 3, 4, 0, 1] + [2] * 10,  # no tie: 2 wins
+        ]
+    )
+    assert MajorityProblem().clean_labels(votes).tolist() == [0, 0, 1, 2]
+    assert MajorityProblem(ties="order").clean_labels(votes).tolist() == [1, 2, 3, 2]
+
+
+def test_order_ties_change_only_tied_labels():
+    votes = MajorityProblem().sample_votes(5000, np.random.default_rng(1))
+    smallest = MajorityProblem().clean_labels(votes)
+    order = MajorityProblem(ties="order").clean_labels(votes)
+    counts = np.stack([(votes[:, :10] == c).sum(axis=1) for c in range(5)], axis=1)
+    tied = (counts == counts.max(axis=1, keepdims=True)).sum(axis=1) > 1
+    assert (smallest[~tied] == order[~tied]).all()
+    assert (smallest[tied] != order[tied]).any()
+    assert (counts[np.arange(5000), order] == counts.max(axis=1)).all()
+
+
+def test_tie_rule_is_validated():
+    with pytest.raises(InvalidParameter, match="ties='largest' is invalid"):
+        MajorityProblem(ties="largest")

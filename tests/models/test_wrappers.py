@@ -13,6 +13,7 @@ from models.inputs.datasets import MajorityProblem
 from models.registry import build
 from models.wrappers.averaging import Averaging
 from models.wrappers.recycling import Recycling
+from models.wrappers.subexpert import SubExpert
 
 LABELS = [0, 1, 2, 3, 4]
 
@@ -190,3 +191,24 @@ def test_compiled_and_generic_recycling_agree() -> None:
         assert fast.learn(x, y) == slow.learn(x, y)
     np.testing.assert_array_equal(fast.internal_, slow.internal_)
     np.testing.assert_array_equal(fast.learner_.weights(), slow.learner_.weights())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("kind", ["balanced-winnow", "perceptron"])
+def test_zero_margin_rule_of_the_sub_expert_form_acts_only_through_the_runner_up(kind):
+    """A correct prediction on a tie: from the predicted class z = 0, so the binary
+    learner's zero-margin rule never fires; from the tied runner-up, w.z = 0 and it does."""
+    x = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # all weights equal: both classes score alike
+    outcomes = {}
+    for z in ("predicted", "runner_up"):
+        for on_zero in (True, False):
+            inner = {"kind": kind}
+            if kind == "balanced-winnow":
+                inner["update_on_zero_margin"] = on_zero
+            se = SubExpert(inner, n_experts=3, labels=[0, 1], subexpert_z=z)
+            outcomes[z, on_zero] = tuple(se.learn(x, 0)), se.weights().tolist()
+    assert outcomes["predicted", True] == outcomes["predicted", False]
+    assert outcomes["predicted", True] == ((False, False), [0.0, 0.0, 0.0])
+    assert outcomes["runner_up", True][0] == (False, True)
+    assert outcomes["runner_up", True][1][0] > 0 > outcomes["runner_up", True][1][1]
+    expected_strict = (False, kind == "perceptron")  # the Perceptron has no such option
+    assert outcomes["runner_up", False][0] == expected_strict
