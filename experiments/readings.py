@@ -189,7 +189,8 @@ def applied(reading: Reading, noise: float) -> Iterator[None]:
 
 
 class Row(NamedTuple):
-    """One reading at one noise level: means over the runs."""
+    """One reading at one noise level: means over the runs; each best is (name, error), and
+    ``best_balanced`` is the best basic Sub-expert Balanced Winnow."""
 
     reading: str
     noise: float
