@@ -185,14 +185,14 @@ async def _apply(
 ) -> tuple[list[bytes], bool]:
     """The answers to a group of requests of one op, and whether the model is gone."""
     op, track = group[0].key
-    if op in _CHANGES:
-        assert who is not None
-        changed = [await _change(service, name, r, *who) for r in group]
-        return [f for f, _ in changed], any(gone for _, gone in changed)
     args = [r.args for r in group]
     try:
-        if admit is not None:
+        if admit is not None:  # every request of a stream is a trial of the key's limit
             await admit(len(group))
+        if op in _CHANGES:
+            assert who is not None
+            changed = [await _change(service, name, r, *who) for r in group]
+            return [f for f, _ in changed], any(gone for _, gone in changed)
         if op == "predict":
             results = await service.trials.predict(name, args, track=track)
         elif op == "label":
