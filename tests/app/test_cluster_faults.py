@@ -50,6 +50,9 @@ def sentinel() -> Iterator[LocalSentinel]:
         yield s
 
 
+RETRY_FOR = 60.0  # seconds a request is retried while the service answers 503
+
+
 class RetryingLoad:
     """Clients predicting then labelling, and learning, over several hosts; a request is
     sent again (the same body, the same trial id) after a 503 or a lost connection, as the
@@ -85,7 +88,10 @@ class RetryingLoad:
         assert self.unexpected == [], (self.unexpected[:5], self.transport[:5])
 
     async def send(self, c: httpx.AsyncClient, path: str, body: dict[str, Any]) -> Any:
-        for _ in range(200):
+        # a client retries a 503 for as long as a failover takes here (a loaded machine's
+        # sentinels may need several seconds), within the run's 120 s
+        deadline = time.monotonic() + RETRY_FOR
+        while time.monotonic() < deadline:
             try:
                 r = await c.post(f"/v1/models/{self.name}/{path}", json=body)
             except httpx.TransportError as e:
