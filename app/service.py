@@ -206,7 +206,7 @@ class ModelService:
 
     # -- versions and forks -------------------------------------------------------------
 
-    async def _starts(self, name: str) -> tuple[StoredModel, list[_Start]]:
+    async def _starts(self, name: str) -> tuple[StoredModel, list[_Start], _Log]:
         """The model, and where it can be rebuilt from: its snapshot, the snapshot its
         last state import or rollback replaced, its creation; each with the last version
         it reaches (an import after it replaced the state), latest first."""
@@ -228,15 +228,13 @@ class ModelService:
             starts.append(_Start(p.version, p.state or None, p.space, until - 1))
         if snap is not None and stored.imports == 0 and reaches(0):
             starts.append(_Start(0, None, None, stored.version))
-        return stored, starts
+        return stored, starts, _Log(None if snap is None else snap.version, count, first)
 
     async def versions(self, name: str) -> dict[str, Any]:
         """The versions the model can be rebuilt at, as ranges (from its snapshot on; the
         versions before its last import or rollback from the snapshot that replaced;
         from its creation while the log holds every entry), and its latest changes."""
-        stored, starts = await self._starts(name)
-        snap = await self.store.read_snapshot(name)
-        count, first = await self.store.log_bounds(name)
+        stored, starts, log = await self._starts(name)
         ranges = sorted((s.version, s.until) for s in starts)
         merged: list[list[int]] = []
         for lo, hi in ranges:
@@ -246,8 +244,8 @@ class ModelService:
                 merged.append([lo, hi])
         return {
             "version": stored.version,
-            "snapshot": None if snap is None else snap.version,
-            "log": {"first": first or None, "entries": count},
+            "snapshot": log.snapshot,
+            "log": {"first": log.first or None, "entries": log.entries},
             "restorable": [{"from": lo, "to": hi} for lo, hi in merged],
             "changes": [{"version": v, "what": w} for v, w in stored.marks],
         }
@@ -267,7 +265,7 @@ class ModelService:
         Raises :class:`BadInput` naming ``field`` for a version it cannot be rebuilt at.
         """
         for _ in range(3):
-            stored, starts = await self._starts(name)
+            stored, starts, _ = await self._starts(name)
             at = stored.version if version is None else version
             usable = [s for s in starts if s.version <= at <= s.until]
             if not usable:
@@ -424,3 +422,13 @@ class _Start:
     state: bytes | None
     space: dict[str, Any] | None
     until: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Log:
+    """What :meth:`ModelService._starts` read of a model's snapshot and log: the
+    snapshot's version (None: none), the log's entries and its first seq."""
+
+    snapshot: int | None
+    entries: int
+    first: int
