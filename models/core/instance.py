@@ -1,4 +1,4 @@
-"""Instances: sparse attribute vectors and sub-expert vote matrices (ALGORITHMS.md §1).
+"""Instances: sparse attribute vectors and sub-expert vote matrices (Mesterharm 1999, §3-4).
 
 Two canonical forms reach the learners, both sparse so that a trial costs O(non-zeros):
 
@@ -9,8 +9,8 @@ Two canonical forms reach the learners, both sparse so that a trial costs O(non-
 
 Both validate on construction (finite values, non-negative distinct indices) and record
 their extent and value range so a learner checks size and range in O(1). The functions at
-the end build the derived forms of §1.3-1.4: attributes as sub-experts, threshold
-sub-experts, and hybrids.
+the end build the derived forms of Mesterharm 1999, §4.3-4.4: attributes as sub-experts,
+threshold sub-experts, and hybrids.
 """
 
 from __future__ import annotations
@@ -253,7 +253,8 @@ class AttributeBatch:
 class Experts:
     """A sparse sub-expert instance: triples (expert, class, value), sorted, zeros omitted.
 
-    ``value`` is sub-expert ``expert``'s vote for class ``cls`` (x_i^j in ALGORITHMS.md §1.2).
+    ``value`` is sub-expert ``expert``'s vote for class ``cls`` (Mesterharm 1999, §3.1,
+    writes it x_i^j).
 
     Examples
     --------
@@ -365,10 +366,11 @@ class Experts:
 
 
 def attributes_as_experts(x: Attributes, k: int, offset: int = 0) -> Experts:
-    """Each attribute i becomes k sub-experts (i, c), numbered ``offset + i*k + c`` (§1.4).
+    """Each attribute i becomes k sub-experts (i, c), numbered ``offset + i*k + c``.
 
     Sub-expert (i, c) votes x_i for class c and 0 for every other class, so a linear-max
-    learner over them is a linear machine with weight matrix W[c][i] = w[i*k + c].
+    learner over them is a linear machine with weight matrix W[c][i] = w[i*k + c]
+    (Mesterharm 1999, §4.3).
     """
     m = x.indices.size
     e = (offset + x.indices[:, None] * k + np.arange(k)[None, :]).reshape(m * k)

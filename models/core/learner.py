@@ -1,9 +1,12 @@
-"""The contract every learner keeps (ALGORITHMS.md §0, §3 opening list).
+"""The contract every learner keeps.
 
-A learner scores an instance, predicts a label, learns from (instance, label) and reports
-whether that trial was a mistake and whether it updated. It counts its trials, mistakes
-and updates, bumps ``version_`` on every change of hypothesis, hands out immutable
-snapshots of its hypothesis, and exports and imports its whole state as a plain document.
+Every learner follows the trial protocol of on-line mistake-bounded learning (Mesterharm
+1999, §1; Mesterharm & Hsu, §I): receive an instance, predict a label, receive the true
+label, possibly update. A learner scores an instance, predicts a label, learns from
+(instance, label) and reports whether that trial was a mistake and whether it updated. It
+counts its trials, mistakes and updates, bumps ``version_`` on every change of hypothesis,
+hands out immutable snapshots of its hypothesis, and exports and imports its whole state as
+a plain document.
 
 Parameters are constructor arguments stored under the same names; learned state lives in
 attributes ending in ``_`` and is created by :meth:`Learner.reset`.

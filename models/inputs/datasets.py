@@ -1,4 +1,4 @@
-"""Synthetic streams: S4's majority problem (ALGORITHMS.md §5.1) and a sparse binary stream."""
+"""Synthetic streams: Mesterharm & Hsu's majority problem (§VII) and a sparse binary stream."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["MajorityProblem", "majority_target", "sparse_disjunction_stream"]
 
 @dataclass(frozen=True)
 class MajorityProblem:
-    """The majority learning problem of S4 §VII.
+    """The majority learning problem of Mesterharm & Hsu, §VII.
 
     Each of ``n`` sub-experts votes one-hot for a class drawn uniformly from k; k threshold
     sub-experts follow (sub-expert n + c always votes for c), so an instance has
@@ -23,11 +23,12 @@ class MajorityProblem:
     sub-experts; with probability ``noise`` it is replaced by one of the other k - 1 classes
     drawn uniformly.
 
-    S4 §VII says both "we place an order on the relevant sub-experts to handle ties" and
+    Their §VII says both "we place an order on the relevant sub-experts to handle ties" and
     "the instance is labeled according to the smallest class value involved in the tie".
-    ``ties="smallest"`` follows the second sentence and S4's target weights; ``"order"``
+    ``ties="smallest"`` follows the second sentence and their target weights; ``"order"``
     follows the first: among the tied classes, the one voted for by the first relevant
-    sub-expert (in index order) that votes for any of them.
+    sub-expert (in index order) that votes for any of them. docs/table1.rst gives the
+    evidence for N = n + k and for the smallest-class rule.
 
     Examples
     --------
@@ -89,7 +90,8 @@ class MajorityProblem:
 
 
 def majority_target(problem: MajorityProblem) -> tuple[np.ndarray, float]:
-    """S4's normalised target weights over the n + k sub-experts, and the margin delta."""
+    """The normalised target weights of Mesterharm & Hsu, §VII, over the n + k sub-experts,
+    and the margin delta."""
     a = 1.0 / (problem.r + (problem.k - 1) / 2)
     u = np.zeros(problem.n_experts)
     u[: problem.r] = a

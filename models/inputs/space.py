@@ -1,10 +1,11 @@
 """Input spaces: what a model's users send, and how it becomes a learner's instance.
 
-An :class:`InputSpace` describes a model's input declaratively (ALGORITHMS.md §1). It is
-built from, and exported to, a plain JSON-able config; it reads JSON-like payloads,
-validates them with messages that name the offending field, and encodes them as the
-canonical :class:`~models.core.instance.Attributes` or :class:`~models.core.instance.Experts` a
-learner of ``input_kind`` "attributes" or "experts" takes.
+An :class:`InputSpace` describes a model's input declaratively: attributes and/or
+sub-experts, as in Mesterharm 1999, §3-4. It is built from, and exported to, a plain
+JSON-able config; it reads JSON-like payloads, validates them with messages that name the
+offending field, and encodes them as the canonical :class:`~models.core.instance.Attributes`
+or :class:`~models.core.instance.Experts` a learner of ``input_kind`` "attributes" or
+"experts" takes.
 
 Config::
 
@@ -16,7 +17,7 @@ Config::
      "experts": {"expert_names": ["clf_a", "clf_b"],
                  "normalize": "raw" | "sum-to-one" | "rank" | "argmax",
                  "threshold_experts": false,           # k sub-experts, one per class
-                 "split_classes": null | "all" | [label, ...],    # §1.3 per-class split
+                 "split_classes": null | "all" | [label, ...],    # per-class split
                  "retired": []}}                       # experts that vote no more
 
 At least one of ``attributes`` and ``experts`` is given.
@@ -49,7 +50,7 @@ block                           sub-expert index             votes
 ==============================  ===========================  ========================
 named expert i                  i                            its normalised k-vector
 split piece (i, c_j)            n + i*s + j                  x_i^{c_j} for c_j only
-attribute a, class c (§1.4)     n*(1+s) + a*k + c            x_a for class c only
+attribute a, class c            n*(1+s) + a*k + c            x_a for class c only
 threshold for class c           n*(1+s) + m*k + c            1 for class c only
 ==============================  ===========================  ========================
 
@@ -105,7 +106,7 @@ _DIGIT_KEYS = re.compile(r"[0-9]{1,18}(?:,[0-9]{1,18})*")
 
 
 class InputSpace:
-    """The declarative input of a model: labels, attributes and/or experts (§1).
+    """The declarative input of a model: labels, attributes and/or experts.
 
     Parameters
     ----------

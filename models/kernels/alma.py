@@ -1,4 +1,4 @@
-"""Compiled loops of ALMA_p (ALGORITHMS.md §2.7)."""
+"""Compiled loops of ALMA_p (Gentile 2001)."""
 
 from __future__ import annotations
 

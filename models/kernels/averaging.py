@@ -1,4 +1,4 @@
-"""Compiled loops of averaging A-B (ALGORITHMS.md §3.1): running sums of a learner's weights."""
+"""Compiled loops of averaging A-B (Mesterharm & Hsu, §V): running sums of a learner's weights."""
 
 from __future__ import annotations
 

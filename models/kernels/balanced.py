@@ -1,4 +1,4 @@
-"""Compiled loops of Balanced Winnow (ALGORITHMS.md §2.2)."""
+"""Compiled loops of Balanced Winnow (Mesterharm & Hsu, Fig. 1)."""
 
 from __future__ import annotations
 

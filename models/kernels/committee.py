@@ -1,4 +1,4 @@
-"""Compiled loop of Committee (ALGORITHMS.md §2.4)."""
+"""Compiled loop of Committee (Mesterharm 1999, §3.3-3.4)."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def subexpert_predict(fam, W, S, P, expert, cls, value, out):  # type: ignore[no
 
 @njit(cache=True, nogil=True)
 def subexpert_learn(fam, W, S, P, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
-    """One trial of the sub-expert conversion (ALGORITHMS.md §1.6) of binary family
+    """One trial of the sub-expert conversion (Mesterharm & Hsu, §III) of binary family
     ``base_family(fam)``.
 
     ``wf`` and ``wi`` are scratch space (see models.kernels.common.scratch).

@@ -1,4 +1,4 @@
-"""Compiled loop of multi-class Winnow (ALGORITHMS.md §2.3)."""
+"""Compiled loop of multi-class Winnow (Savoy, Advanced Linear Models)."""
 
 from __future__ import annotations
 

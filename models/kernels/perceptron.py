@@ -1,4 +1,4 @@
-"""Compiled loop of the Perceptron (ALGORITHMS.md §2.6)."""
+"""Compiled loop of the Perceptron (Rosenblatt's rule; Mesterharm & Hsu, §III)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compiled loops of instance recycling R-B (ALGORITHMS.md §3.3; S4 §VI), numba.
+"""Compiled loops of instance recycling R-B (Mesterharm & Hsu, §VI), numba.
 
 :func:`learn_and_recycle` runs one real trial of a basic learner (any family of
 :mod:`models.kernels.dispatch`) and then the recycling passes over the store until one changes

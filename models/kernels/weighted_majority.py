@@ -1,4 +1,4 @@
-"""Compiled loops of the Weighted Majority Algorithm (ALGORITHMS.md §2.8)."""
+"""Compiled loops of the Weighted Majority Algorithm (Littlestone & Warmuth 1994)."""
 
 from __future__ import annotations
 

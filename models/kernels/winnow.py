@@ -1,4 +1,4 @@
-"""Compiled loops of Winnow (ALGORITHMS.md §2.1)."""
+"""Compiled loops of Winnow (Littlestone 1988)."""
 
 from __future__ import annotations
 

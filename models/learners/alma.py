@@ -1,4 +1,4 @@
-"""ALMA_p, the approximate large margin algorithm (ALGORITHMS.md §2.7; Gentile 2001)."""
+"""ALMA_p, the approximate large margin algorithm (Gentile 2001; p-norm link of Gentile 2003)."""
 
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ class ALMA(BinaryLearner):
     n_features
         Number of attributes (add a constant attribute for a learnt threshold).
     p
-        The instance norm, in [2, 64] (S4 uses 2 to 9; beyond 64, |phi_i|^p leaves the
-        range of a float).
+        The instance norm, in [2, 64] (Mesterharm & Hsu use 2 to 9; beyond 64, |phi_i|^p
+        leaves the range of a float).
     alma_alpha
         Degree of approximation to the maximal margin, in (0, 1].
     B

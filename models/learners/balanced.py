@@ -1,4 +1,5 @@
-"""Balanced Winnow (ALGORITHMS.md §2.2; S4 Figure 1, S1 slides 44-45, S2).
+"""Balanced Winnow (Mesterharm & Hsu, Fig. 1; the lecture notes Multiplicative Updates & the
+Winnow Algorithm, slides 44-45, and Savoy's Advanced Linear Models).
 
 Refusals: checked first. An update that would push a weight past 2**900 (with a threshold,
 or even after a shift at threshold 0) is refused before any weight moves, in ``learn`` and
@@ -42,8 +43,9 @@ class BalancedWinnow(BinaryLearner):
     Predict the first label (+1) iff (w+ - w-).x >= theta (> theta when ``strict``). On an
     update for label y, every active weight moves: w+_i *= a^{x_i}, w-_i *= b^{x_i} with
     (a, b) = (alpha, beta) for y = +1 and (beta, alpha) for y = -1; ``beta`` defaults to
-    1/alpha. The defaults are S4's Figure 1 version (update also on a zero margin); S1's
-    version is ``theta=n``; S2's is ``init_pos=theta/2, init_neg=theta/4, strict=True``.
+    1/alpha. The defaults are Mesterharm & Hsu's Fig. 1 version (update also on a zero
+    margin); the Multiplicative Updates slides' version is ``theta=n``; Advanced Linear
+    Models' is ``init_pos=theta/2, init_neg=theta/4, strict=True``.
 
     Parameters
     ----------
@@ -58,7 +60,7 @@ class BalancedWinnow(BinaryLearner):
     strict
         Use ``>`` instead of ``>=`` against the threshold.
     update_on_zero_margin
-        Also update when the margin is exactly 0 (S4 Figure 1: y * margin <= 0).
+        Also update when the margin is exactly 0 (Mesterharm & Hsu, Fig. 1: y * margin <= 0).
     beta
         Demotion factor in (0, 1); None means 1/alpha.
     labels

@@ -1,4 +1,4 @@
-"""Committee: multi-class Winnow over sub-experts (ALGORITHMS.md §2.4; S0 §3)."""
+"""Committee: multi-class Winnow over sub-experts (Mesterharm 1999, §3 and Theorem 1)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ class Committee(MulticlassLearner):
     running sum are stored, so a trial costs O(active sub-experts); ``scores`` divides by
     the running sum, ``weights`` by the exact one.
 
-    The mistake bound (S0 Theorem 1) is 2 ln(n) / delta^2 with alpha = (1 - delta)^{-1/2}.
+    The mistake bound (Mesterharm 1999, Theorem 1) is 2 ln(n) / delta^2 with
+    alpha = (1 - delta)^{-1/2}.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Multi-class Winnow with (1 + alpha x) updates (ALGORITHMS.md §2.3; S2).
+"""Multi-class Winnow with (1 + alpha x) updates (Savoy, Advanced Linear Models).
 
 Refusals: checked first. An update that would push a weight past 1e300 is refused before
 any weight moves (:class:`models.core.learner.UpdateRefused`).
@@ -26,10 +26,11 @@ __all__ = ["MulticlassWinnow"]
 class MulticlassWinnow(MulticlassLearner):
     """Multi-class Winnow: one positive weight vector per class, (1 + alpha x) updates.
 
-    Over attributes seen as sub-experts (ALGORITHMS.md §1.4, sub-expert (i, c) numbered
-    i*k + c) this is S2's linear machine: on a mistake with true class t and predicted p,
-    W^t_i *= (1 + alpha x_i) and W^p_i /= (1 + alpha x_i). For general sub-experts the
-    factor is (1 + alpha |z_i|)^{sign z_i} with z = x^t - x^p. No normalisation.
+    Over attributes seen as sub-experts (Mesterharm 1999, §4.3: sub-expert (i, c), numbered
+    i*k + c, votes x_i for class c) this is the lecture's linear machine: on a mistake with
+    true class t and predicted p, W^t_i *= (1 + alpha x_i) and W^p_i /= (1 + alpha x_i).
+    For general sub-experts the factor is (1 + alpha |z_i|)^{sign z_i} with z = x^t - x^p.
+    No normalisation.
 
     Parameters
     ----------
@@ -40,8 +41,8 @@ class MulticlassWinnow(MulticlassLearner):
     init
         Initial weight of every sub-expert, unless ``init_weights`` is given.
     init_weights
-        Optional list of n_experts non-negative initial weights (S2's example starts its
-        bias weights at 0, 1, 2).
+        Optional list of n_experts non-negative initial weights (the lecture's example #8
+        starts its bias weights at 0, 1, 2).
     labels
         The class labels, in class order.
     """

@@ -1,4 +1,4 @@
-"""The Perceptron (ALGORITHMS.md §2.6; S1 slide 2, FS99)."""
+"""The Perceptron (Winnow lecture notes, slides 2 and 5; Freund & Schapire 1999)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Weighted Majority Algorithm (ALGORITHMS.md §2.8; Littlestone & Warmuth 1994)."""
+"""The Weighted Majority Algorithm (Littlestone & Warmuth 1994; Mesterharm & Hsu, §IV)."""
 
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ class WeightedMajority(MulticlassLearner):
     Each sub-expert predicts its top-voted class (ties to the smallest); sub-experts with no
     vote abstain. Class j gets the total weight of the experts predicting j, and the first
     class with the largest total is predicted. Experts that predicted wrongly have their
-    weight multiplied by ``beta``, on every trial (``update="every_trial"``, LW94's WM) or
-    only when the master prediction was wrong (``"on_mistake"``). If the best expert makes
-    m mistakes among v experts, M <= (ln v + m ln(1/beta)) / ln(2/(1+beta)).
+    weight multiplied by ``beta``, on every trial (``update="every_trial"``, Littlestone &
+    Warmuth's WM) or only when the master prediction was wrong (``"on_mistake"``). If the
+    best expert makes m mistakes among v experts, M <= (ln v + m ln(1/beta)) / ln(2/(1+beta)).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Winnow (ALGORITHMS.md §2.1; Littlestone 1988, S1 slides 11-27, S2)."""
+"""Winnow (Littlestone 1988; lecture notes: Winnow, slides 11-27; Savoy, Advanced Linear Models)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,10 @@ class Winnow(BinaryLearner):
     demoted, w_i *= beta^{x_i} (beta = 1/alpha by default), or set to 0 with
     ``demotion="eliminate"`` (Winnow1).
 
-    With a thick threshold (``theta_minus < theta_plus``) a score inside the band
-    [theta_minus, theta_plus] counts as a mistake and updates toward the true label; the
-    band's own prediction is +1 iff the score is at least its midpoint (S2).
+    With a thick threshold (``theta_minus < theta_plus``, the "two boundaries" of Savoy's
+    Advanced Linear Models) a score inside the band [theta_minus, theta_plus] counts as a
+    mistake and updates toward the true label. The lecture gives the band no prediction;
+    here it predicts +1 iff the score is at least its midpoint (see docs/readings.rst).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Averaging A-B (ALGORITHMS.md §3.1; Freund & Schapire 1999, S4 §V).
+"""Averaging A-B (Freund & Schapire 1999; Mesterharm & Hsu, §V and §VII).
 
 Refusals: roll back. Only B can refuse, before the running sums move; a checkpoint (for a
 wrapper that must undo a whole trial) keeps B's undo token and the sums at the coordinates
@@ -39,8 +39,9 @@ class Averaging(Wrapper):
     only the coordinates B may have changed (``support``) are compared and flushed; a
     global rescale of b (``linear_epoch``) flushes all of them, which is rare.
 
-    What is averaged is B's own stored scale (ALGORITHMS.md A10): w for the Perceptron,
-    w+ - w- for Balanced Winnow, normalised weights for Committee, the primal w for ALMA.
+    What is averaged is B's own stored scale: w for the Perceptron, w+ - w- for Balanced
+    Winnow, normalised weights for Committee, the primal w for ALMA. Mesterharm & Hsu do
+    not say which scale; this is the reading documented in docs/readings.rst (averaging).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Instance recycling R-B (ALGORITHMS.md §3.3; S4 §VI).
+"""Instance recycling R-B (Mesterharm & Hsu, §VI).
 
 Refusals: roll back. The internal passes are part of the trial, so when B refuses any
 update of a trial, real or internal, the whole trial is undone. A checkpoint, taken only
@@ -38,9 +38,10 @@ class Recycling(Wrapper):
     (``internal_``); ``version_`` moves with every change of B's hypothesis.
 
     With ``max_updates=1`` every instance, noisy or not, costs at most one update, which
-    keeps B's adversarial mistake bound. S4 lifts the cap on noise-free data; here it is
-    always finite (at most 10,000), so a trial makes at most size * max_updates + 1 passes
-    even when the data are noisy. Basic learners run the whole trial in one compiled loop.
+    keeps B's adversarial mistake bound. Mesterharm & Hsu lift the cap on noise-free data;
+    here it is always finite (at most 10,000), so a trial makes at most
+    size * max_updates + 1 passes even when the data are noisy. Basic learners run the whole
+    trial in one compiled loop.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The sub-expert conversion: any binary threshold-0 learner made multi-class (§1.6; S4 §III).
+"""Sub-expert conversion (Mesterharm & Hsu, §III): a binary threshold-0 learner made multi-class.
 
 Refusals: checked first, by the binary learner's own update (only Balanced Winnow with an
 alpha of 2**400 or more can refuse at threshold 0); a checkpoint is the binary learner's.
@@ -35,8 +35,8 @@ class SubExpert(HasInner, MulticlassLearner):
     which margin learners such as ALMA use). A mistake always updates. z has non-zeros only
     where x^y or x^c do, so a trial costs O(active sub-experts).
 
-    With L = Balanced Winnow this is S4's Sub-expert Balanced Winnow; with the Perceptron,
-    the multi-class Perceptron; with ALMA, Sub-expert ALMA.
+    With L = Balanced Winnow this is Mesterharm & Hsu's Sub-expert Balanced Winnow; with the
+    Perceptron, the multi-class Perceptron; with ALMA, Sub-expert ALMA.
 
     Parameters
     ----------
