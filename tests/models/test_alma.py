@@ -1,4 +1,8 @@
-"""ALMA_p (ALGORITHMS.md §2.7): the §6.7 traces, the link functions, and dual == primal."""
+"""ALMA_p (Gentile 2001): short traces, the link functions, and dual == primal.
+
+The traces were worked out by hand from the rule (Gentile 2001, with the p-norm link of
+Gentile 2003): they check the code against the rule, not against numbers in the paper.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def _naive_link(v: np.ndarray, r: float) -> np.ndarray:
 
 
 class PrimalALMA:
-    """Dense O(n) reference: the primal rule of §2.7 step by step."""
+    """Dense O(n) reference: the primal rule of Gentile 2001 step by step."""
 
     def __init__(self, n: int, p: float, alpha: float = 0.9, C: float = SQRT2) -> None:
         self.p, self.q = p, p / (p - 1)
@@ -59,7 +63,7 @@ def _close(a: np.ndarray, b: np.ndarray, rel: float = 1e-9) -> bool:
     return float(np.abs(a - b).max(initial=0.0)) <= rel * scale
 
 
-# -- §6.7 traces ------------------------------------------------------------------------
+# -- traces (alpha = 0.9, B = 1/0.9, C = sqrt 2), worked out by hand from the rule --------
 
 TRACES = {
     # p: [(x, y, y * w.x̂ before, w after)], every step updates; a 4th, derived step does not.

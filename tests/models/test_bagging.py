@@ -1,4 +1,4 @@
-"""On-line bagging and boosting (ALGORITHMS.md §4.2, §4.3, §6.10 item 10)."""
+"""On-line bagging and boosting (Oza & Russell 2001)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def _bagger(**kwargs: Any) -> OnlineBagging:
     return OnlineBagging(**params)
 
 
-# -- the Poisson draws (§6.10 item 10) ---------------------------------------------------------
+# -- the Poisson(1) draws of on-line bagging --------------------------------------------------
 
 
 def test_draws_are_reproducible_from_the_seed_and_trial() -> None:
@@ -215,7 +215,8 @@ def _booster(**kwargs: Any) -> OnlineBoosting:
 
 
 class ReferenceBoosting:
-    """§4.3 written out step by step, on perceptron copies, with the same draws."""
+    """Oza & Russell's on-line boosting written out step by step, on perceptron copies,
+    with the same draws."""
 
     def __init__(self, n_models: int, seed: int) -> None:
         self.models = [registry.build({"kind": "perceptron"}, size=12) for _ in range(n_models)]

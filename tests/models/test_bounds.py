@@ -1,7 +1,10 @@
-"""Mistake-bound oracles (ALGORITHMS.md §6.9) over many seeds of noise-free streams.
+"""Mistake-bound oracles over many seeds of noise-free streams.
 
-Each test runs a learner on streams long enough for it to converge, asserts that its
-mistakes never exceed the bound the spec derives, and also that it does make mistakes and
+The bounds: Committee's (Mesterharm 1999, Theorem 1), Balanced Winnow's (Mesterharm & Hsu,
+eq. (1)), Winnow's (worked out from the proof sketch in the Winnow lecture notes, slides
+31-41), the Perceptron's (Novikoff's (R/gamma)^2) and Weighted Majority's (Littlestone &
+Warmuth 1994). Each test runs a learner on streams long enough for it to converge, asserts
+that its mistakes never exceed the bound, and also that it does make mistakes and
 settles down, so a learner that stopped counting (or stopped learning) cannot pass.
 """
 
@@ -47,7 +50,8 @@ MAJORITY_FRESH = 1000
 
 @pytest.mark.parametrize(("n_experts", "bound"), [(10, 41.4), (50, 70.4), (100, 82.9)])
 def test_committee_majority_of_three_bound(n_experts: int, bound: float) -> None:
-    # S0 Theorem 1: delta = 1/3, alpha = (1 - delta)^(-1/2), M <= 2 ln N / delta^2 = 18 ln N.
+    # Mesterharm 1999, Theorem 1: delta = 1/3, alpha = (1 - delta)^(-1/2),
+    # M <= 2 ln N / delta^2 = 18 ln N.
     assert 18 * math.log(n_experts) == pytest.approx(bound, abs=0.05)
     alpha = (2 / 3) ** -0.5
     totals = []
@@ -85,7 +89,7 @@ def test_subexpert_perceptron_majority_of_three_bound(n_experts: int) -> None:
     assert np.mean(totals) >= 0.15 * 3 * n_experts
 
 
-# -- Committee on the §5.1 target: a sanity check only (the bound is vacuous) ------------
+# -- Committee on the majority problem's target: a sanity check (the bound is vacuous) ---
 
 
 def test_committee_on_majority_problem_sanity() -> None:
@@ -109,7 +113,7 @@ def test_committee_on_majority_problem_sanity() -> None:
         assert error < 0.1, f"seed {seed}: final error {error}"
 
 
-# -- Balanced Winnow, S4 eq. (1): y = +1 iff x1 + x2 + x3 >= 2, constant attribute ------
+# -- Balanced Winnow, Mesterharm & Hsu eq. (1): y = +1 iff x1 + x2 + x3 >= 2, constant attr. --
 
 
 def _balanced_bound(n: int) -> float:
@@ -186,7 +190,7 @@ def test_winnow_disjunction_bound(n: int, k: int) -> None:
 
 
 def test_winnow_s1_disjunction_bound() -> None:
-    # §6.1's target x1 v x2 v x1023 v x1024 over n = 1024: at most 134 mistakes.
+    # The lecture's target x1 v x2 v x1023 v x1024 over n = 1024: at most 134 mistakes.
     assert 3 * 4 * (1 + math.log2(1024)) + 2 == 134
     relevant = [0, 1, 1022, 1023]
     for seed in range(10):

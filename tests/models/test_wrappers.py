@@ -1,4 +1,6 @@
-"""Averaging and recycling against their definitions (ALGORITHMS.md §3.1, §3.3, §6.10 items 5-6)."""
+"""Averaging and recycling against their definitions (Mesterharm & Hsu, §V and §VI): the
+lazy average equals the naive one, recycling with u = 0 is B, and after recycling every
+stored item with updates left needs none."""
 
 from __future__ import annotations
 
@@ -141,7 +143,7 @@ def _stored(rb: Recycling) -> list[tuple[Any, int, int]]:
 
 @pytest.mark.parametrize("spec", SUBEXPERT_LEARNERS, ids=lambda s: str(s))
 def test_after_recycling_every_item_with_updates_left_needs_none(spec: dict[str, Any]) -> None:
-    """§6.10 item 6: after a recycling phase, each stored item whose count is below u is
+    """After a recycling phase, each stored item whose count is below u is
     learnt by the current hypothesis without an update (a correct prediction, and for
     margin learners the margin condition met)."""
     xs, ys = _majority(300, noise=0.15, seed=7)
