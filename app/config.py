@@ -80,6 +80,27 @@ class Settings(BaseSettings):
     snapshot_every: int = Field(
         default=10_000, ge=1, description="trials between state snapshots (more for large models)"
     )
+    backtest_max_trials: int = Field(
+        default=2_000_000,
+        ge=1,
+        description="log entries times learners one backtest may replay",
+    )
+    backtest_max_learners: int = Field(
+        default=4, ge=1, le=64, description="candidate learners in one backtest"
+    )
+    backtest_wait: float = Field(
+        default=5.0,
+        ge=0,
+        le=600,
+        description="seconds a backtest request waits for the result before answering "
+        "202 with its job",
+    )
+    backtest_max_seconds: float = Field(
+        default=3_600.0, gt=0, description="seconds a backtest may run before it is stopped"
+    )
+    backtest_jobs: int = Field(
+        default=1, ge=1, le=64, description="backtests one worker process runs at once"
+    )
     max_staleness_ms: float = Field(
         default=50.0, ge=0, description="a worker re-reads a model's log before predicting if older"
     )

@@ -35,7 +35,9 @@ MODELS = "/v1/models/"
 ALL = "admin-all"  # admin, on every model: keys and the audit log
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _TRIAL_CALLS = frozenset("/" + call for call in HANDLERS)
-_CHANGES = frozenset({"/experts", "/features", "/labels", "/rollback"})  # admin's
+# admin's: changes of a model, and its backtests
+_CHANGES = frozenset({"/experts", "/features", "/labels", "/rollback", "/backtest"})
+JOBS = "/v1/jobs"
 # admin actions as the audit log names them: (method, path after the model name)
 _ACTIONS = {
     ("POST", "/v1/models"): "create model",
@@ -46,6 +48,8 @@ _ACTIONS = {
     ("POST", "/features"): "add features",
     ("POST", "/labels"): "add labels",
     ("POST", "/rollback"): "roll back",
+    ("POST", "/backtest"): "backtest",
+    ("DELETE", JOBS): "cancel job",
     ("POST", "/v1/keys"): "create key",
     ("DELETE", "/v1/keys"): "revoke key",
 }
@@ -66,6 +70,8 @@ def needs(method: str, path: str) -> tuple[str | None, str | None, str]:
         return "read", name, rest
     if path == "/v1/models" and method == "POST":
         return "admin", None, path
+    if path.startswith(JOBS + "/"):  # the handler checks the job's model is the key's
+        return ("admin" if method == "DELETE" else "read"), None, JOBS
     if path == "/v1/keys" or path.startswith("/v1/keys/") or path == "/v1/audit":
         return ALL, None, "/v1/keys" if path.startswith("/v1/keys") else path
     return "read", None, path

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -30,7 +31,15 @@ from storage.codec import decode_entry, entry_kind, entry_stamp, fold_id
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync, with_space
 
-__all__ = ["Applied", "LiveModel", "StateReplaced", "build_model", "plan_model"]
+__all__ = [
+    "Applied",
+    "LiveModel",
+    "LogRange",
+    "Start",
+    "StateReplaced",
+    "build_model",
+    "plan_model",
+]
 
 log = logging.getLogger("committee.live")
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
@@ -280,16 +289,24 @@ class LiveModel:
 
     def _change(self, seq: int, raw: bytes) -> None:
         """Replay a change of the input: the learner grows in place of the entry."""
-        try:
-            space, learner = self.changed_space(orjson.loads(raw), limited=False)
-        except (BadInput, orjson.JSONDecodeError) as exc:  # alike on every worker
+        exc = self.take_change(seq, raw)
+        if exc is not None:  # alike on every worker
             self._quarantine(seq, exc)
             return
+        self._record(seq, 0, 0, CHANGED, "")
+
+    def take_change(self, seq: int, raw: bytes) -> Exception | None:
+        """Take the change of input of log entry ``seq`` (its JSON): the learner grows.
+        None when taken; else why it cannot be, the model left as it is."""
+        try:
+            space, learner = self.changed_space(orjson.loads(raw), limited=False)
+        except (BadInput, orjson.JSONDecodeError) as exc:
+            return exc
         self.space, self.learner, self.changed = space, learner, True
         self.config = with_space(self.config, space.config())
         self._sizes(self.snapshot_base)
         self.version = seq
-        self._record(seq, 0, 0, CHANGED, "")
+        return None
 
     def _quarantine(self, seq: int, exc: Exception) -> None:
         """Skip log entry ``seq``: every worker finds the same fault in it and skips it
@@ -408,6 +425,27 @@ class LiveModel:
 
     def export(self) -> bytes:
         return orjson.dumps(self.learner.export_state())
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A place a model can be rebuilt from: its version, the learner's state there (None:
+    a fresh learner), its input there (None: as made) and the last version it reaches."""
+
+    version: int
+    state: bytes | None
+    space: dict[str, Any] | None
+    until: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRange:
+    """What :meth:`app.service.ModelService.starts` read of a model's snapshot and log: the
+    snapshot's version (None: none), the log's entries and its first seq."""
+
+    snapshot: int | None
+    entries: int
+    first: int
 
 
 def _seq_of(entry_id: bytes) -> int:

@@ -22,7 +22,18 @@ from app.guard import Guard
 from app.limits import BodyLimit, Busy
 from app.logs import dump_stacks_on_sigusr1
 from app.metrics import RequestMetrics
-from app.routers import dashboard, docs, health, keys, metrics, models, stats, stream, trials
+from app.routers import (
+    dashboard,
+    docs,
+    health,
+    jobs,
+    keys,
+    metrics,
+    models,
+    stats,
+    stream,
+    trials,
+)
 from app.routers._lean import add_components
 from app.service import ModelService
 from app.status import MAPPED, error_body
@@ -117,6 +128,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(models.router)
+    app.include_router(jobs.router)
     app.include_router(trials.router)
     app.include_router(stats.router)
     app.include_router(stream.router)

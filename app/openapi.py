@@ -36,6 +36,7 @@ from models.registry import KINDS, describe
 __all__ = ["ERRORS", "install"]
 
 _NO_MODEL = "no model of this name"
+_NO_JOB = "no job of this id (or it is a model the key does not reach, or expired)"
 _BODY = "the body is larger than max_body_bytes"
 _AGAIN = "the Idempotency-Key came before with another request"
 _BUSY = "the worker serves max_connections requests already; try again after Retry-After seconds"
@@ -66,6 +67,20 @@ ERRORS: dict[str, dict[int, str]] = {
         409: f"the model kept changing meanwhile; or {_AGAIN}",
         413: _BODY,
         422: "the version is not one the model can be rebuilt at",
+    },
+    "POST /v1/models/{name}/backtest": {
+        **_MODEL,
+        409: _AGAIN,
+        413: _BODY,
+        422: "a learner the model's input cannot feed, or a version the model cannot be "
+        "replayed from, or a replay beyond backtest_max_trials or backtest_max_learners",
+        429: "this worker runs backtest_jobs backtests already",
+    },
+    "GET /v1/jobs/{job_id}": {404: _NO_JOB, 422: "the id does not match its pattern", 503: _REDIS},
+    "DELETE /v1/jobs/{job_id}": {
+        404: _NO_JOB,
+        422: "the id does not match its pattern",
+        503: _REDIS,
     },
     "GET /v1/models/{name}": _MODEL,
     "DELETE /v1/models/{name}": {**_MODEL, 409: _AGAIN},

@@ -180,6 +180,95 @@ class ModelFork(_In):
     max_active: int | None = Field(None, ge=1, le=2**26, description="null: the source's")
 
 
+class BacktestCreate(_In):
+    """Candidate learners to replay over the model's log, beside the model itself."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"learner": [{"kind": "vr-combine"}, {"kind": "committee", "alpha": 1.2}]}]
+        },
+    )
+
+    learner: Document | list[Document] = Field(
+        description="a learner spec (see GET /v1/learners), or a list of them (at most "
+        "backtest_max_learners)"
+    )
+    from_version: int | None = Field(
+        None,
+        strict=True,
+        ge=0,
+        le=2**53,
+        description="count mistakes on the trials after this version (null: the earliest "
+        "version the model can be rebuilt at and replayed from to now; see .../versions); "
+        "candidates learn, uncounted, from the earliest version the log reaches back to",
+    )
+    points: int = Field(
+        100, strict=True, ge=2, le=1_000, description="points on each mistake curve, at most"
+    )
+    wait: float | None = Field(
+        None,
+        strict=True,
+        ge=0,
+        le=600,
+        description="seconds to wait for the result before answering 202 with the running "
+        "job (null: the backtest_wait setting)",
+    )
+
+
+class BacktestRun(BaseModel):
+    learner: dict[str, Any]
+    trials: int = Field(description="trials counted: labelled trials after from_version")
+    mistakes: int
+    error_rate: float | None = Field(description="mistakes / trials")
+    late: int = Field(
+        description="labelled predictions judged at replay rather than at the version that "
+        "served them (served before the replay began, or far back)"
+    )
+    curve: list[tuple[int, int]] = Field(
+        description="(log version, mistakes since from_version), sampled"
+    )
+    stopped: dict[str, Any] | None = Field(
+        description="where and why this learner stopped early ({version, reason}); null: it "
+        "replayed to the end"
+    )
+
+
+class BacktestResult(BaseModel):
+    from_version: int
+    to_version: int = Field(description="the model's version when the backtest began")
+    trained_from: int = Field(description="the version the candidates started untrained at")
+    resets: list[int] = Field(
+        description="versions of state imports and rollbacks in the replayed log: the model "
+        "was reset there, the candidates learned on"
+    )
+    model: BacktestRun = Field(description="the model itself, as it was on these trials")
+    candidates: list[BacktestRun]
+
+
+class JobProgress(BaseModel):
+    done: int = Field(description="log entries replayed")
+    total: int
+
+
+class JobPublic(BaseModel):
+    """A job: a backtest running in the background, or its result."""
+
+    id: str
+    kind: Literal["backtest"]
+    model: str
+    status: Literal["running", "done", "failed", "cancelled"]
+    created: int = Field(description="Unix time in milliseconds")
+    updated: int = Field(description="Unix time in milliseconds of the job's last report")
+    seconds: float = Field(description="seconds it has run")
+    progress: JobProgress
+    request: dict[str, Any]
+    result: BacktestResult | None = Field(
+        description="once it ended (partial when it failed or was cancelled)"
+    )
+    error: str | None
+
+
 class Counters(BaseModel):
     predictions: int = Field(description="tracked predictions made")
     labelled: int = Field(description="labels applied")

@@ -20,19 +20,20 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from app.config import Settings
 from app.errors import BadInput
-from app.live import LiveModel, build_model, plan_model
+from app.jobs import Backtests
+from app.live import LiveModel, LogRange, Start, build_model, plan_model
 from app.replicas import LIMIT, Replicas, Warming
 from app.trials import TrialCalls
 from models.core.state import InvalidState
 from storage.codec import MAX_CHANGE
 from storage.errors import Conflict, ModelNotFound, StorageError
+from storage.jobs import JobStore
 from storage.repository import Idempotency, LogGap, ModelStore, Statistics, StoredModel
 
 __all__ = ["ModelService", "request_digest"]
@@ -75,6 +76,15 @@ class ModelService:
         self.warmup = warmup  # awaited before the first learner is built
         self.replicas = Replicas(store, settings, warmup)
         self.trials = TrialCalls(self.replicas)
+        self.backtests = Backtests(
+            store,
+            JobStore(store.client, store.prefix),
+            settings,
+            self.replicas.limits,
+            self.starts,
+            self.state_at,
+            self.replicas.spawn,
+        )
         self.streams = 0  # open WebSocket streams
 
     def start(self) -> None:
@@ -206,7 +216,7 @@ class ModelService:
 
     # -- versions and forks -------------------------------------------------------------
 
-    async def _starts(self, name: str) -> tuple[StoredModel, list[_Start], _Log]:
+    async def starts(self, name: str) -> tuple[StoredModel, list[Start], LogRange]:
         """The model, and where it can be rebuilt from: its snapshot, the snapshot its
         last state import or rollback replaced, its creation; each with the last version
         it reaches (an import after it replaced the state), latest first."""
@@ -220,21 +230,21 @@ class ModelService:
 
         starts = []
         if snap is not None and reaches(snap.version):
-            starts.append(_Start(snap.version, snap.state, snap.space, stored.version))
+            starts.append(Start(snap.version, snap.state, snap.space, stored.version))
         elif snap is None and reaches(0):
-            starts.append(_Start(0, None, None, stored.version))
+            starts.append(Start(0, None, None, stored.version))
         if prev is not None and reaches(prev[0].version):
             p, until = prev
-            starts.append(_Start(p.version, p.state or None, p.space, until - 1))
+            starts.append(Start(p.version, p.state or None, p.space, until - 1))
         if snap is not None and stored.imports == 0 and reaches(0):
-            starts.append(_Start(0, None, None, stored.version))
-        return stored, starts, _Log(None if snap is None else snap.version, count, first)
+            starts.append(Start(0, None, None, stored.version))
+        return stored, starts, LogRange(None if snap is None else snap.version, count, first)
 
     async def versions(self, name: str) -> dict[str, Any]:
         """The versions the model can be rebuilt at, as ranges (from its snapshot on; the
         versions before its last import or rollback from the snapshot that replaced;
         from its creation while the log holds every entry), and its latest changes."""
-        stored, starts, log = await self._starts(name)
+        stored, starts, log = await self.starts(name)
         ranges = sorted((s.version, s.until) for s in starts)
         merged: list[list[int]] = []
         for lo, hi in ranges:
@@ -265,7 +275,7 @@ class ModelService:
         Raises :class:`BadInput` naming ``field`` for a version it cannot be rebuilt at.
         """
         for _ in range(3):
-            stored, starts, _ = await self._starts(name)
+            stored, starts, _ = await self.starts(name)
             at = stored.version if version is None else version
             usable = [s for s in starts if s.version <= at <= s.until]
             if not usable:
@@ -411,24 +421,3 @@ def _what(change: dict[str, Any]) -> str:
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             out.append(f"{sign}{shown}")
     return " ".join(out)[:200]
-
-
-@dataclass(frozen=True, slots=True)
-class _Start:
-    """A place a model can be rebuilt from: its version, the learner's state there (None:
-    a fresh learner), its input there (None: as made) and the last version it reaches."""
-
-    version: int
-    state: bytes | None
-    space: dict[str, Any] | None
-    until: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Log:
-    """What :meth:`ModelService._starts` read of a model's snapshot and log: the
-    snapshot's version (None: none), the log's entries and its first seq."""
-
-    snapshot: int | None
-    entries: int
-    first: int

@@ -131,7 +131,8 @@ def entry_stamp(fields: list[bytes]) -> str:
 class LogEntry(NamedTuple):
     """One applied trial as the log holds it.
 
-    ``kind`` is ``"label"`` (a labelled prediction; ``predicted`` is the served class),
+    ``kind`` is ``"label"`` (a labelled prediction; ``predicted`` is the served class,
+    ``served_at`` the version that served it, -1 when the entry does not say),
     ``"learn"`` (``predicted`` is None: the learner's own prediction at replay;
     ``trial_id`` is ``!<key>`` for one appended with an idempotency key) or
     ``"reset"`` (the state was replaced by the snapshot at ``seq``; no instance) or
@@ -146,6 +147,7 @@ class LogEntry(NamedTuple):
     predicted: int | None
     trial_id: str
     change: bytes = b""
+    served_at: int = -1
 
 
 def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int) -> LogEntry:
@@ -174,7 +176,9 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
         if b"p" not in f or b"t" not in f:
             raise CorruptData(f"log entry {seq}: a label entry needs fields p and t")
         p = parse_int(f[b"p"], f"log entry {seq} prediction", 0, n_classes - 1)
-        return LogEntry(seq, "label", x, y, p, f[b"t"].decode("ascii", "replace"))
+        v = f.get(b"v", b"")  # none in entries written before it was kept
+        at = parse_int(v, f"log entry {seq} served version", 0, seq - 1) if v else -1
+        return LogEntry(seq, "label", x, y, p, f[b"t"].decode("ascii", "replace"), b"", at)
     key = f.get(b"i", b"")
     if len(key) > 255 or not all(0x21 <= c <= 0x7E for c in key):
         raise CorruptData(f"log entry {seq}: its idempotency key is not printable ASCII")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from redis import exceptions as rex
 
 __all__ = [
@@ -13,6 +16,7 @@ __all__ = [
     "RateLimited",
     "StorageError",
     "Unavailable",
+    "redis_errors",
     "refused",
 ]
 
@@ -87,3 +91,14 @@ def refused(e: Exception) -> StorageError:
     if str(e).startswith(_NOT_NOW):
         return Unavailable(f"Redis is not ready: {e}")
     return StorageError(f"Redis refused a command: {e}")
+
+
+@contextlib.asynccontextmanager
+async def redis_errors() -> AsyncIterator[None]:
+    """Report redis-py's failures inside the block as this module's errors."""
+    try:
+        yield
+    except REDIS_DOWN as e:
+        raise Unavailable(f"Redis is unavailable: {e}") from e
+    except rex.ResponseError as e:
+        raise refused(e) from e

@@ -22,6 +22,12 @@ single-slot (see :mod:`storage.scripts_models` for how the two stay in agreement
     <prefix>:{<name>}:grave:<inc>        sorted set: trial ids of deleted incarnation <inc>
     <prefix>:{<name>}:idem:<key>         hash: what a write with Idempotency-Key <key> did
 
+A backtest's job (:mod:`storage.jobs`) has a slot of its own; a model names its latest
+one in its slot::
+
+    <prefix>:{job:<id>}                  hash: doc (the job as JSON), cancel ("1": asked to stop)
+    <prefix>:{<name>}:backtest           string: the id of the model's latest backtest job
+
 API keys (:mod:`storage.auth`) share the hash tag ``{auth}``; each key's rate buckets
 have their own::
 
@@ -48,6 +54,7 @@ import re
 
 __all__ = [
     "IDEMPOTENCY_KEY_PATTERN",
+    "JOB_ID_PATTERN",
     "LEGACY_GRAVES",
     "LEGACY_MODELS",
     "NAME_PATTERN",
@@ -56,7 +63,9 @@ __all__ = [
     "Keys",
     "Registry",
     "grave_parts",
+    "job_key",
     "valid_idempotency_key",
+    "valid_job_id",
     "valid_name",
     "valid_trial_id",
 ]
@@ -65,9 +74,11 @@ __all__ = [
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 TRIAL_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
 _NAME = re.compile(NAME_PATTERN[1:-1])
 _TRIAL_ID = re.compile(TRIAL_ID_PATTERN[1:-1])
 _IDEMPOTENCY_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN[1:-1])
+_JOB_ID = re.compile(JOB_ID_PATTERN[1:-1])
 
 
 def valid_name(name: object) -> bool:
@@ -81,6 +92,17 @@ def valid_trial_id(trial_id: object) -> bool:
 
 def valid_idempotency_key(key: object) -> bool:
     return isinstance(key, str) and _IDEMPOTENCY_KEY.fullmatch(key) is not None
+
+
+def valid_job_id(job_id: object) -> bool:
+    return isinstance(job_id, str) and _JOB_ID.fullmatch(job_id) is not None
+
+
+def job_key(prefix: str, job_id: str) -> str:
+    """The hash of job ``job_id`` (checked: see :data:`JOB_ID_PATTERN`)."""
+    if not valid_job_id(job_id):
+        raise ValueError(f"job id {job_id!r} does not match {JOB_ID_PATTERN}")
+    return f"{prefix}:{{job:{job_id}}}"
 
 
 # the single-node layout's sets of model names and of graves, moved into the registry
@@ -122,6 +144,7 @@ class Keys:
     """The keys of one model."""
 
     __slots__ = (
+        "backtest",
         "base",
         "curve",
         "idem_prefix",
@@ -147,6 +170,7 @@ class Keys:
         self.window = f"{self.base}:window"
         self.summary = f"{self.base}:summary"
         self.idem_prefix = f"{self.base}:idem:"
+        self.backtest = f"{self.base}:backtest"
 
     def trial_prefix(self, incarnation: str) -> str:
         """The prefix of the trial keys of ``incarnation``: a trial id completes one."""

@@ -12,25 +12,24 @@ import itertools
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
 import redis.asyncio as aioredis
-from redis import exceptions as rex
 
 from storage import scripts, scripts_models
 from storage.client import Clients
 from storage.codec import parse_int, valid_stamp
 from storage.errors import (
-    REDIS_DOWN,
     Conflict,
     CorruptData,
     Full,
     ModelNotFound,
     StorageError,
     Unavailable,
+    redis_errors,
     refused,
 )
 from storage.keys import (
@@ -287,16 +286,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@contextlib.asynccontextmanager
-async def _redis_errors() -> AsyncIterator[None]:
-    try:
-        yield
-    except REDIS_DOWN as e:
-        raise Unavailable(f"Redis is unavailable: {e}") from e
-    except rex.ResponseError as e:
-        raise refused(e) from e
-
-
 def _info(raw: Any) -> dict[str, str]:
     """The fields of an INFO reply."""
     out = {}
@@ -489,7 +478,7 @@ class ModelStore:
     # -- models -----------------------------------------------------------------------
 
     async def ping(self) -> bool:
-        async with _redis_errors():
+        async with redis_errors():
             return bool(await self.client.ping())
 
     async def create(
@@ -537,7 +526,7 @@ class ModelStore:
     async def _settle(self, name: str, listed: str) -> bool:
         """Make the registry entry of ``name``, if it still holds ``listed``, name the
         incarnation the model has (none: no entry); False if it changed meanwhile."""
-        async with _redis_errors():
+        async with redis_errors():
             has = _text(await self.client.hget(self.keys(name).meta, "incarnation") or b"")
         r = self.registry
         reply = await self._run("SETTLE", name, [r.models, r.unsettled], [name, listed, has])
@@ -553,14 +542,14 @@ class ModelStore:
         fixed = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
         await self._run("UNSETTLE", name, [r.models, r.unsettled], [name, _now_ms()])
         for _ in range(5):  # the model may be deleted and created again meanwhile
-            async with _redis_errors():
+            async with redis_errors():
                 inc = _text(await self.client.hget(k.meta, "incarnation") or b"")
             grave = k.grave(inc)
             if inc:  # listed first: a crash after the delete leaves it to the sweep
-                async with _redis_errors():
+                async with redis_errors():
                     await self.client.zadd(r.graves, {grave: _now_ms()})
             # the trial hashes, when few, are deleted in the same step (declared to it)
-            async with _redis_errors():
+            async with redis_errors():
                 ids = [_text(t) for t in await self.client.zrange(k.trials, 0, GRAVE_BATCH)]
             if len(ids) > GRAVE_BATCH:
                 ids = []
@@ -580,7 +569,7 @@ class ModelStore:
             if reply[0] == b"ok":
                 await self._settle_quietly(name, inc)
                 if reply[1] in (0, b"0"):  # nothing went to the grave
-                    async with _redis_errors():
+                    async with redis_errors():
                         await self.client.zrem(r.graves, grave)
             return
         raise Conflict(f"model {name!r} kept being created again: delete it again")
@@ -596,38 +585,38 @@ class ModelStore:
         left."""
         r = self.registry
         old = _now_ms() - SETTLE_AFTER_MS
-        async with _redis_errors():
+        async with redis_errors():
             stale = await self.client.zrangebyscore(r.unsettled, "-inf", old, 0, 100)
         for member in stale:
             name = _text(member)
-            async with _redis_errors():
+            async with redis_errors():
                 listed = _text(await self.client.hget(r.models, name) or b"")
             if not valid_name(name):
                 await self._run("SETTLE", "", [r.models, r.unsettled], [name, listed, ""])
                 continue
             await self._settle(name, listed)
-        async with _redis_errors():
+        async with redis_errors():
             graves = [_text(g) for g in await self.client.zrange(r.graves, 0, 99)]
         for key in graves:
             parts = grave_parts(key)
             if parts is not None:
                 meta, trials, inc = parts
-                async with _redis_errors():
+                async with redis_errors():
                     if await self.client.hget(meta, "incarnation") == inc.encode():
                         continue  # its delete has not run yet (or never will)
                 left = 1
                 while left and budget > 0:
                     budget -= 1
-                    async with _redis_errors():
+                    async with redis_errors():
                         ids = [_text(t) for t in await self.client.zrange(key, 0, GRAVE_BATCH - 1)]
                     hashes = [trials + t for t in ids]
                     reply = await self._run("SWEEP", "", [key, *hashes], ids)
                     left = _int(reply[1], "trials left")
                 if left:
                     break
-            async with _redis_errors():
+            async with redis_errors():
                 await self.client.zrem(r.graves, key)
-        async with _redis_errors():
+        async with redis_errors():
             return int(await self.client.zcard(r.graves))
 
     async def adopt_legacy(self) -> None:
@@ -636,17 +625,17 @@ class ModelStore:
         r = self.registry
         models = LEGACY_MODELS.format(prefix=self.prefix)
         graves = LEGACY_GRAVES.format(prefix=self.prefix)
-        async with _redis_errors():
+        async with redis_errors():
             names = await self.client.smembers(models)
         for member in names:
             name = _text(member)
             if not valid_name(name):
                 continue
-            async with _redis_errors():
+            async with redis_errors():
                 inc = await self.client.hget(self.keys(name).meta, "incarnation")
                 if inc:
                     await self.client.hsetnx(r.models, name, inc)
-        async with _redis_errors():
+        async with redis_errors():
             for grave in await self.client.smembers(graves):
                 await self.client.zadd(r.graves, {_text(grave): 0}, nx=True)
             await self.client.delete(models)
@@ -663,7 +652,7 @@ class ModelStore:
     ) -> dict[int, tuple[int, bool]]:
         """The folded outcomes (predicted class, updated) of learn entries ``seqs`` that
         were appended with ``idem``, those folded so far."""
-        async with _redis_errors():
+        async with redis_errors():
             got: list[Any] = await self.client.hmget(
                 self.keys(name).idem(idem.key), [f"o{s}" for s in seqs]
             )
@@ -681,13 +670,13 @@ class ModelStore:
     async def names(self) -> list[str]:
         """The registry's names: every model, and perhaps some being created or deleted
         (reading one of those finds no model)."""
-        async with _redis_errors():
+        async with redis_errors():
             members = await self.client.hkeys(self.registry.models)
         return sorted(n for n in map(_text, members) if valid_name(n))
 
     async def read(self, name: str) -> StoredModel:
         """The model's config and counters (without its learner state)."""
-        async with _redis_errors():
+        async with redis_errors():
             raw = await self.client.hgetall(self.keys(name).meta)
         if not raw:
             raise ModelNotFound(name)
@@ -760,7 +749,7 @@ class ModelStore:
         """The snapshot the last state import (or rollback) replaced (its state b"" for
         the creation, where there was none), and the seq of that import; None when there
         is none."""
-        async with _redis_errors():
+        async with redis_errors():
             got: list[Any] = await self.client.hmget(
                 self.keys(name).snapshot, "p_version", "p_state", "p_w", "p_c", "p_until"
             )
@@ -779,7 +768,7 @@ class ModelStore:
 
     async def read_snapshot(self, name: str) -> Snapshot | None:
         """The model's snapshot; None when it has none."""
-        async with _redis_errors():
+        async with redis_errors():
             got: list[Any] = await self.client.hmget(
                 self.keys(name).snapshot, "version", "state", "w", "c"
             )
@@ -798,7 +787,7 @@ class ModelStore:
     async def read_outcome(self, name: str, incarnation: str, trial_id: str) -> int | None:
         """The folded outcome of labelling ``trial_id`` (see :mod:`storage.scripts`: 0..3),
         None if not folded yet."""
-        async with _redis_errors():
+        async with redis_errors():
             u = await self.client.hget(self.keys(name).trial(incarnation, trial_id), "u")
         return None if u is None else parse_int(u, "outcome", 0, 3)
 
@@ -807,13 +796,13 @@ class ModelStore:
     ) -> list[RawEntry]:
         """At most ``count`` log entries after seq ``after`` (and up to ``upto``)."""
         end = "+" if upto is None else f"{upto}-0"
-        async with _redis_errors():
+        async with redis_errors():
             out: Any = await self.client.xrange(self.keys(name).log, f"{after + 1}-0", end, count)
         return [(i, [v for kv in f.items() for v in kv]) for i, f in out]
 
     async def log_bounds(self, name: str) -> tuple[int, int]:
         """(number of entries, first seq) of the model's log."""
-        async with _redis_errors():
+        async with redis_errors():
             n = await self.client.xlen(self.keys(name).log)
             first: Any = await self.client.xrange(self.keys(name).log, "-", "+", 1)
         return n, (_int(first[0][0].split(b"-")[0], "log id") if first else 0)
@@ -1014,7 +1003,7 @@ class ModelStore:
     async def earlier(self, name: str, incarnation: str, idem: Idempotency, op: str) -> int | None:
         """The seq a write ``op`` made under ``idem`` when it was made (a retry), None
         when no write was; :class:`Conflict` when the key was used for another request."""
-        async with _redis_errors():
+        async with redis_errors():
             got: list[Any] = await self.client.hmget(
                 self.keys(name).idem(idem.key), "op", "h", "a", "inc"
             )

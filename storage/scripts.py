@@ -303,7 +303,7 @@ local results, applied = {}, 0
 for i = 5, #ARGV, 2 do
   local key = KEYS[9 + (i - 5) / 2]
   local id, y = ARGV[i], ARGV[i + 1]
-  local r = redis.call('HMGET', key, 'x', 'p', 'd', 'y', 'q', 'u')
+  local r = redis.call('HMGET', key, 'x', 'p', 'd', 'y', 'q', 'u', 'v')
   if not class_ok(y, K) then
     results[#results + 1] = {'invalid'}
   elseif not r[2] then
@@ -319,8 +319,9 @@ for i = 5, #ARGV, 2 do
     results[#results + 1] = {'expired'}
   else
     version = version + 1
+    -- v: the version that served the prediction (a backtest predicts there)
     redis.call('XADD', KEYS[2], version .. '-0', 'k', 'l', 't', id, 'x', r[1], 'y', y,
-               'p', r[2], 'w', stamp)
+               'p', r[2], 'v', r[7] or '', 'w', stamp)
     redis.call('HSET', key, 'y', y, 'q', version)
     redis.call('HDEL', key, 'x', 's')
     redis.call('ZREM', KEYS[4], id)

@@ -60,6 +60,11 @@ ACCEPTED = {
     "POST /v1/models/{name}/experts": [404, 409, 422],
     "POST /v1/models/{name}/features": [404, 409, 422],
     "POST /v1/models/{name}/labels": [404, 409, 422],
+    # 422: a learner the input cannot feed (as for a create), a version the model cannot
+    # be replayed from, a replay beyond the budget. 429: the worker's backtests at once.
+    "POST /v1/models/{name}/backtest": [404, 409, 422, 429],
+    "GET /v1/jobs/{job_id}": [404],
+    "DELETE /v1/jobs/{job_id}": [404],
 }
 MAX_EXAMPLES = 20  # per operation and phase: the whole test takes one to two minutes
 
