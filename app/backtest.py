@@ -83,8 +83,11 @@ class Replay:
     ``counted_from``. Curve points fall every ``every`` versions.
     """
 
-    def __init__(self, runs: list[Run], counted_from: int, to: int, points: int) -> None:
+    def __init__(
+        self, runs: list[Run], counted_from: int, to: int, points: int, look_ahead: int = LOOK_AHEAD
+    ) -> None:
         self.runs = runs
+        self.look_ahead = look_ahead
         self.counted_from = counted_from
         self.to = to
         self.at = min(r.model.version for r in runs)  # the last entry replayed
@@ -119,7 +122,7 @@ class Replay:
         while self.ahead:
             entry_id, fields = self.ahead[0]
             seq = seq_of(entry_id)
-            if not final and self.read - seq < LOOK_AHEAD:
+            if not final and self.read - seq < self.look_ahead:
                 return None
             for label in self.due.pop(seq - 1, ()):
                 self._predict_early(label)

@@ -32,6 +32,7 @@ __all__ = ["Backtests"]
 log = logging.getLogger("committee.jobs")
 CHUNK = 2_048  # log entries read per step
 SAVE_EVERY = 0.5  # seconds between writes of a running job's progress
+SILENT_MS = 120_000  # a running job not written for this long lost its worker
 
 Starts = Callable[[str], Awaitable[tuple[StoredModel, list[Start], LogRange]]]
 StateAt = Callable[..., Awaitable[LiveModel]]
@@ -89,6 +90,11 @@ class Backtests:
                 f"{len(learners)} learners: a backtest takes at most {s.backtest_max_learners} "
                 "(backtest_max_learners)",
             )
+        job_id = secrets.token_hex(16) if idem is None else _job_id(name, idem.key)
+        if idem is not None:  # a retry: the job the first request made
+            earlier = await self.jobs.find(job_id, idem.digest)
+            if earlier is not None:
+                return earlier
         plan = await self._plan(name, learners, from_version, points)
         if self.running >= s.backtest_jobs:
             raise Full(
@@ -98,7 +104,6 @@ class Backtests:
                 "retry when one is done",
             )
         now = _now_ms()
-        job_id = secrets.token_hex(16) if idem is None else _job_id(name, idem.key)
         doc: dict[str, Any] = {
             "id": job_id,
             "kind": "backtest",
@@ -125,8 +130,15 @@ class Backtests:
         return dict(doc)
 
     async def read(self, job_id: str) -> dict[str, Any] | None:
+        """The job as its worker last wrote it; one still running whose worker has not
+        written for :data:`SILENT_MS` is reported failed (its worker stopped)."""
         got = await self.jobs.read(job_id)
-        return None if got is None else got[0]
+        if got is None:
+            return None
+        doc = got[0]
+        if doc["status"] == "running" and _now_ms() - int(doc.get("updated", 0)) > SILENT_MS:
+            doc["status"], doc["error"] = "failed", "its worker stopped reporting"
+        return doc
 
     async def latest(self, name: str, incarnation: str) -> dict[str, Any] | None:
         """Model ``name``'s latest backtest, while kept (of this incarnation of it)."""

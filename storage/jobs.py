@@ -69,6 +69,20 @@ class JobStore:
             raise Conflict("the Idempotency-Key came before with another request")
         return _decoded(got[0], doc["id"])
 
+    async def find(self, job_id: str, digest: str) -> dict[str, Any] | None:
+        """The job made by a request of hash ``digest`` under id ``job_id``; None when
+        there is none.
+
+        Raises :class:`Conflict` when another request made it.
+        """
+        async with redis_errors():
+            got: list[Any] = await self.client.hmget(job_key(self.prefix, job_id), "doc", "digest")
+        if got[0] is None:
+            return None
+        if (got[1] or b"") != digest.encode():
+            raise Conflict("the Idempotency-Key came before with another request")
+        return _decoded(got[0], job_id)
+
     async def save(self, doc: dict[str, Any]) -> bool:
         """Write the job's document as it is now; whether it was asked to stop."""
         key = job_key(self.prefix, doc["id"])

@@ -170,3 +170,72 @@ def test_a_backtest_refuses_what_it_cannot_replay(client: httpx.Client, model_na
     assert c.get("/v1/jobs/" + "0" * 32).status_code == 404
     assert c.get("/v1/jobs/not-a-job").status_code == 422
     assert c.delete("/v1/jobs/" + "f" * 32).status_code == 404
+
+
+def _long_model(c: httpx.Client, name: str, trials: int) -> None:
+    """A model with ``trials`` learned trials: a backtest of it takes seconds."""
+    assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+    rng = np.random.default_rng(9)
+    for _ in range(trials // 2_000):
+        ys = rng.integers(3, size=2_000)
+        items = [{"instance": _instance(rng, int(y)), "label": LABELS[int(y)]} for y in ys]
+        r = c.post(f"/v1/models/{name}/learn/batch", json={"items": items})
+        assert r.status_code == 200, r.text
+
+
+def _ended(c: httpx.Client, job_id: str) -> dict[str, Any]:
+    """The job once it ended (fails after 120 s), checking each answer on the way."""
+    deadline = time.monotonic() + 120
+    while True:
+        r = c.get(f"/v1/jobs/{job_id}")
+        job: dict[str, Any] = r.json()
+        if job["status"] != "running":
+            assert r.status_code == 200, r.text
+            return job
+        assert r.status_code == 202 and r.headers["location"] == f"/v1/jobs/{job_id}"
+        assert 0 <= job["progress"]["done"] <= job["progress"]["total"]
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+
+
+def test_a_long_backtest_is_a_job_that_can_be_followed_retried_and_cancelled(
+    client: httpx.Client, model_name: str
+) -> None:
+    c, name = client, model_name
+    _long_model(c, name, 20_000)
+    url = f"/v1/models/{name}/backtest"
+    body = {"learner": [OTHER, FUSION["learner"], {"kind": "multiclass-winnow"}], "wait": 0}
+    first = c.post(url, json=body, headers={"Idempotency-Key": "bt-1"})
+    assert first.status_code == 202, first.text
+    job = first.json()
+    assert job["status"] == "running" and first.headers["location"] == f"/v1/jobs/{job['id']}"
+    assert job["progress"] == {"done": 0, "total": 20_000}
+    # a retry gets the same job; the same key with another request is refused
+    again = c.post(url, json=body, headers={"Idempotency-Key": "bt-1"})
+    assert again.status_code == 202 and again.json()["id"] == job["id"]
+    other = c.post(url, json={**body, "points": 5}, headers={"Idempotency-Key": "bt-1"})
+    assert other.status_code == 409, other.text
+    # one at a time per worker (backtest_jobs): another is a 429 naming the limit
+    busy = c.post(url, json={"learner": OTHER, "wait": 0})
+    assert busy.status_code == 429, busy.text
+    assert busy.json()["limit"] == "backtest_jobs"
+
+    ended = _ended(c, job["id"])
+    assert ended["status"] == "done" and ended["progress"]["done"] == 20_000
+    result = ended["result"]
+    assert [r["trials"] for r in (result["model"], *result["candidates"])] == [20_000] * 4
+    own = result["candidates"][1]
+    assert own["mistakes"] == result["model"]["mistakes"]
+
+    # cancelled while it runs: it stops at its next report and keeps what it counted
+    started = c.post(url, json=body)
+    assert started.status_code == 202, started.text
+    job_id = started.json()["id"]
+    asked = c.delete(f"/v1/jobs/{job_id}")
+    assert asked.status_code == 202 and asked.json()["status"] == "running"
+    cancelled = _ended(c, job_id)
+    assert cancelled["status"] == "cancelled", cancelled
+    assert cancelled["error"] == "cancelled on request"
+    done = cancelled["progress"]["done"]
+    assert 0 < done < 20_000
+    assert cancelled["result"]["model"]["trials"] < 20_000

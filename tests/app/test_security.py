@@ -141,6 +141,7 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("POST", "/v1/models/acme-1/labels", {"add": ["c"]}, CHANGE_ACME),
     ("POST", "/v1/models/acme-1/rollback", {"version": 10**6}, CHANGE_ACME),
     ("GET", "/v1/models/acme-1/versions", None, READ_ACME),
+    ("POST", "/v1/models/acme-1/backtest", {"learner": {"kind": "perceptron"}}, ADMIN_ACME),
 ]
 
 
@@ -316,3 +317,19 @@ def test_admin_actions_and_denied_requests_are_audited(service: Setup) -> None:
     assert ("create key", None, 201, service.ids["admin"]) in seen
     assert ("revoke key", None, 204, service.ids["admin"]) in seen
     assert [e["at"] for e in entries] == sorted((e["at"] for e in entries), reverse=True)
+
+
+def test_a_job_is_read_within_its_models_tenancy_and_cancelled_by_its_admins(
+    service: Setup,
+) -> None:
+    r = service.call("admin", "POST", "/v1/models/acme-1/backtest", {"learner": {"kind": "winnow"}})
+    assert r.status_code == 200, r.text
+    path = f"/v1/jobs/{r.json()['id']}"
+    got = {kind: service.call(kind, "GET", path).status_code for kind in KINDS}
+    assert got == READ_ACME
+    cancelled = {kind: service.call(kind, "DELETE", path).status_code for kind in KINDS}
+    assert cancelled == ADMIN_ACME  # (a job that ended stays as it ended)
+    assert service.call("admin", "GET", path).json()["status"] == "done"
+    audit = service.call("admin", "GET", "/v1/audit?limit=50").json()["entries"]
+    actions = [(e["action"], e["model"], e["status"]) for e in audit]
+    assert ("backtest", "acme-1", 200) in actions and ("cancel job", "acme-1", 200) in actions

@@ -1,0 +1,144 @@
+"""The backtest's replay over a log made here, entry by entry, by a model that served
+predictions and took their labels later: what it counts, what it reads ahead for, and
+what it does at a reset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from app.backtest import Replay, Run
+from app.live import LiveModel
+from storage.codec import encode_instance
+
+LABELS = ["a", "b", "c"]
+CONFIG: dict[str, Any] = {
+    "labels": LABELS,
+    "input": {"experts": {"expert_names": ["e0", "e1", "e2"]}},
+    "learner": {"kind": "committee", "alpha": 1.5},
+    "label_ttl": 60.0,
+}
+OTHER = {"kind": "multiclass-winnow", "alpha": 1.3}
+
+
+def _model(spec: dict[str, Any] | None = None) -> LiveModel:
+    return LiveModel("m", "1", {**CONFIG, "learner": spec or CONFIG["learner"]})
+
+
+def _log(seed: int, n: int, far: int) -> tuple[list[tuple[bytes, list[bytes]]], list[int]]:
+    """A model's log of ``n`` entries: learned trials, and labels of predictions served
+    up to ``far`` versions earlier; and the gap (seq - 1 - served version) of each label."""
+    rng = np.random.default_rng(seed)
+    ref = _model()
+    log: list[tuple[bytes, list[bytes]]] = []
+    served: list[tuple[int, Any, int]] = []  # version, instance, prediction
+    gaps = []
+    while len(log) < n:
+        seq = len(log) + 1
+        y = int(rng.integers(3))
+        votes = {
+            e: LABELS[y if rng.random() < p else int(rng.integers(3))]
+            for e, p in (("e0", 0.8), ("e1", 0.6), ("e2", 0.5))
+        }
+        x = ref.encode({"experts": votes})
+        overdue = [s for s in served if seq - 1 - s[0] >= far]
+        if not overdue and rng.random() < 0.4:  # served now, labelled later
+            served.append((seq - 1, x, ref.space.class_of(ref.learner.predict(x))))
+            continue
+        if overdue or (served and rng.random() < 0.5):
+            at, x, p = overdue[0] if overdue else served[int(rng.integers(len(served)))]
+            served.remove((at, x, p))
+            fields = [b"k", b"l", b"t", b"t%d" % seq, b"x", encode_instance(x)]
+            fields += [b"y", b"%d" % y, b"p", b"%d" % p, b"v", b"%d" % at, b"w", b"1"]
+            gaps.append(seq - 1 - at)
+        else:
+            fields = [b"k", b"n", b"x", encode_instance(x), b"y", b"%d" % y, b"w", b"1"]
+        ref.learner.trial(x, ref.labels[y])
+        log.append((b"%d-0" % seq, fields))
+    return log, gaps
+
+
+def _replay(
+    log: list[tuple[bytes, list[bytes]]], specs: list[dict[str, Any]], look_ahead: int, step: int
+) -> Replay:
+    runs = [Run(CONFIG["learner"], _model(), served=True)]
+    runs += [Run(spec, _model(spec)) for spec in specs]
+    replay = Replay(runs, 0, len(log), 10, look_ahead)
+    for i in range(0, len(log), step):
+        replay.take(log[i : i + step])
+        assert replay.advance(final=i + step >= len(log)) is None
+    return replay
+
+
+@pytest.mark.parametrize("step", [1, 7, 10_000])
+def test_the_models_own_learner_judged_where_it_served_makes_its_mistakes(step: int) -> None:
+    log, gaps = _log(seed=1, n=600, far=30)
+    assert len(gaps) > 100 and max(gaps) > 20
+    replay = _replay(log, [CONFIG["learner"], OTHER], look_ahead=40, step=step)
+    model, own, other = replay.runs
+    assert model.trials == own.trials == other.trials == 600
+    assert (own.mistakes, own.late, own.curve) == (model.mistakes, 0, model.curve)
+    assert other.late == 0 and other.curve != model.curve  # (another learner)
+    assert len(model.curve) == 10 and model.curve[-1] == (600, model.mistakes)
+
+
+def test_a_label_further_back_than_the_read_ahead_is_judged_at_replay_and_counted_late() -> None:
+    log, gaps = _log(seed=2, n=600, far=30)
+    look_ahead = 5
+    replay = _replay(log, [CONFIG["learner"]], look_ahead, step=1)
+    model, own = replay.runs
+    # fed one entry at a time, the replay reads exactly look_ahead entries ahead
+    assert own.late == sum(g > look_ahead for g in gaps) > 0
+    assert own.trials == model.trials
+    # all at once, nothing is late
+    assert _replay(log, [CONFIG["learner"]], look_ahead, step=10_000).runs[1].late == 0
+
+
+def test_at_a_reset_the_model_is_rebuilt_and_the_candidates_learn_on() -> None:
+    log, _ = _log(seed=3, n=200, far=5)
+    reset = (b"201-0", [b"k", b"r", b"w", b"2"])
+    tail, _ = _log(seed=4, n=50, far=0)
+    tail = [(b"%d-0" % (201 + i + 1), f) for i, (_, f) in enumerate(tail)]
+    log = [*log, reset, *tail]
+    runs = [Run(CONFIG["learner"], _model(), served=True), Run(OTHER, _model(OTHER))]
+    replay = Replay(runs, 0, len(log), 10, look_ahead=10)
+    replay.take(log)
+    assert replay.advance(final=True) == 201  # the model's state after it must be read
+    fresh = _model()
+    fresh.version = 201
+    replay.reset(201, fresh)
+    assert replay.advance(final=True) is None
+    model, other = replay.runs
+    assert model.model is fresh and model.model.version == other.model.version == 251
+    assert replay.resets == [201] and model.trials == other.trials == 250
+    # a model that cannot be rebuilt there stops; the candidates go on
+    runs = [Run(CONFIG["learner"], _model(), served=True), Run(OTHER, _model(OTHER))]
+    replay = Replay(runs, 0, len(log), 10)
+    replay.take(log)
+    assert replay.advance(final=True) == 201
+    replay.reset(201, None)
+    assert replay.advance(final=True) is None
+    model, other = replay.runs
+    assert model.stopped == {"version": 201, "reason": "its state after this reset is gone"}
+    assert (model.trials, other.trials) == (200, 250)
+
+
+def test_a_candidate_that_cannot_take_a_change_stops_there() -> None:
+    log, _ = _log(seed=5, n=50, far=3)
+    change = orjson.dumps({"experts": {"add": ["e3"]}})
+    log.append((b"51-0", [b"k", b"c", b"c", change, b"w", b"3"]))
+    more, _ = _log(seed=6, n=10, far=0)
+    log += [(b"%d-0" % (52 + i), f) for i, (_, f) in enumerate(more)]
+    fixed = {"kind": "multiclass-winnow", "init_weights": [1.0] * _model().size}
+    runs = [Run(CONFIG["learner"], _model(), served=True), Run(fixed, _model(fixed))]
+    replay = Replay(runs, 0, len(log), 10)
+    replay.take(log)
+    assert replay.advance(final=True) is None
+    model, other = replay.runs
+    assert model.model.version == 61 and model.model.size > _model().size
+    assert model.trials == 60 and other.trials == 50
+    assert other.stopped is not None and other.stopped["version"] == 51
+    assert "init_weights" in other.stopped["reason"]
