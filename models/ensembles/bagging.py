@@ -167,6 +167,18 @@ class _Ensemble(Learner):
     def _array_shapes(self) -> dict[str, tuple[int, ...]]:
         return {name: (self.n_models,) for name in self._state_arrays}
 
+    def _can_grow(self) -> None:
+        self.models_[0]._can_grow()
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """Every copy grows as its kind does; the per-copy arrays (boosting's lambda sums)
+        carry over, and the draws, seeded by the trial count, go on as they would have."""
+        assert isinstance(old, _Ensemble)
+        for model, was in zip(self.models_, old.models_, strict=True):
+            model._adopt(was, at)
+        for name in self._state_arrays:
+            getattr(self, name)[...] = getattr(old, name)
+
     def _export_extra(self) -> dict[str, Any]:
         return {f"model:{m}": model.export_state() for m, model in enumerate(self.models_)}
 

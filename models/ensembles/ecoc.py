@@ -20,7 +20,7 @@ import numpy as np
 from models.core.hypothesis import Hypothesis, InstanceCheck, Label, frozen
 from models.core.instance import Attributes
 from models.core.kinds import build
-from models.core.learner import Learner, Spec
+from models.core.learner import CannotGrow, Learner, Spec
 from models.core.nested import build_inner, import_children, inner_spec
 from models.core.params import MAX_SIZE, Integer, InvalidParameter, Labels, Options
 from models.core.state import InvalidState
@@ -244,6 +244,33 @@ class ECOC(Learner):
     def _reset_state(self) -> None:
         self.code_ = self._code.astype(np.float64)
         self.columns_ = [build(self._column_spec) for _ in range(self._code.shape[1])]
+
+    # -- a larger input, more labels -----------------------------------------------------
+
+    def _can_grow(self) -> None:
+        self.columns_[0]._can_grow()
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """Every column grows as its learner's kind does, over the same code. New labels
+        take new rows only when the code for all the labels keeps the old classes' rows
+        and columns (the dense code, while the classes fit in its bits): a new column
+        would be a binary problem whose learner had to learn every past trial."""
+        assert isinstance(old, ECOC)
+        k = old.n_classes
+        if self.n_classes > k:
+            code = self._code.astype(np.float64)
+            if code.shape[1] != old.code_.shape[1] or not np.array_equal(code[:k], old.code_):
+                raise CannotGrow(
+                    f"ecoc cannot take new labels with its {self._code_kind} code: the code "
+                    f"for {self.n_classes} classes has other columns than the one for {k}, and "
+                    "a new column's learner would have had to learn every past trial (only "
+                    "the dense code takes new labels, while they fit in its bits)"
+                )
+            self.code_ = code
+        else:
+            self.code_ = old.code_.copy()
+        for col, was in zip(self.columns_, old.columns_, strict=True):
+            col._adopt(was, at)
 
     # -- state -----------------------------------------------------------------------------
 

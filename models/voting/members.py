@@ -87,6 +87,31 @@ class Members:
         link_followers(learners, self.followers)
         self.learners = learners
 
+    def take(self, old: Members, at: np.ndarray) -> None:
+        """Take ``old``'s learned state into these fresh, larger members (see
+        ``Learner.grown``): each member grows as its kind does, and the counts carry over.
+
+        A follower's learner is its leader, which grows once: the follower takes its
+        running sums beside a scratch copy of the leader, then follows the leader again.
+        """
+        for i in self.refusing_first:
+            self.learners[i]._adopt(old.learners[i], at)
+        for j in self.followers:
+            averaged = self.learners[j]
+            assert isinstance(averaged, Averaging)
+            leader = averaged.learner_
+            averaged.learner_ = leader.clone()
+            averaged._adopt(old.learners[j], at)
+            averaged.learner_ = leader
+        self.mistakes[...] = old.mistakes
+        self.recent[...] = old.recent
+        self.weights[...] = old.weights
+
+    def can_grow(self) -> None:
+        """Raise ``CannotGrow`` when a member cannot take a larger input."""
+        for inner in self.learners:
+            inner._can_grow()
+
     def best(self) -> int:
         """The index of the learner B whose current hypothesis votes and may predict."""
         if self.weighted_vote:

@@ -86,6 +86,7 @@ class Slot:
     n_buf: int = 0
     c_on: int = 0  # correct / tried on-line while it was the current hypothesis
     n_on: int = 0
+    untouched: float = 0.0  # an untouched coordinate's weight in the held hypothesis
 
     def row(self) -> list[int]:
         """The slot's row of ``slot_table_``."""
@@ -191,11 +192,12 @@ class Schedule:
         self,
         key: tuple[int, int],
         record: Callable[[], tuple[int, int]],
-        snapshot: Callable[[], Hypothesis],
+        snapshot: Callable[[], tuple[Hypothesis, float]],
     ) -> bool:
         """Steps 5-6 after tau += 1: the windows consider B's hypothesis ``key`` (its
-        ``record`` on the r-buffer, its ``snapshot``), then the spacing doubles when tau
-        reaches h * s. True if a slot changed."""
+        ``record`` on the r-buffer, its ``snapshot`` with the weight an untouched
+        coordinate has in it), then the spacing doubles when tau reaches h * s. True if a
+        slot changed."""
         tau, s, h = self.tau, self.spacing, self.h
         changed = False
         for slot in self.slots:
@@ -218,9 +220,13 @@ class Schedule:
         return changed
 
     def _hold(
-        self, slot: Slot, key: tuple[int, int], record: tuple[int, int], h: Hypothesis
+        self,
+        slot: Slot,
+        key: tuple[int, int],
+        record: tuple[int, int],
+        taken: tuple[Hypothesis, float],
     ) -> None:
-        slot.hypothesis = h
+        slot.hypothesis, slot.untouched = taken
         slot.trial, slot.key, slot.seen = self.tau, key, key
         slot.c_buf, slot.n_buf = record
         slot.c_on = slot.n_on = 0

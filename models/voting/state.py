@@ -13,6 +13,7 @@ from models.core import state as st
 from models.core.hypothesis import InstanceCheck, Label
 from models.core.instance import Attributes, Experts, InvalidInstance
 from models.core.learner import Learner
+from models.voting.grow import untouched_weight
 from models.voting.hypothesis import hypothesis_fields, rebuild_hypothesis
 from models.voting.schedule import Slot, live_window
 
@@ -34,8 +35,9 @@ __all__ = [
 
 #: Per learner: total mistakes, mistakes since the last restart, WM weight; scalars_ =
 #: [tau, spacing, restarts, vote mistakes since the last restart]; the slots (a table, the
-#: hypotheses' reals and one weight row per held slot, in slot order) and the r-buffer
-#: (labels, offsets into the concatenated index and value arrays), oldest first.
+#: hypotheses' reals then the weight an untouched coordinate has in each, and one weight
+#: row per held slot, in slot order) and the r-buffer (labels, offsets into the
+#: concatenated index and value arrays), oldest first.
 STATE_ARRAYS = {
     "wm_weights_": "float64",
     "learner_mistakes_": "int64",
@@ -85,7 +87,8 @@ def pack_slot_table(slots: Sequence[Slot]) -> np.ndarray:
 
 
 def pack_slot_reals(slots: Sequence[Slot]) -> np.ndarray:
-    return np.array([hypothesis_fields(t.hypothesis)[2] for t in slots], dtype=np.float64)
+    reals = [hypothesis_fields(t.hypothesis)[2] for t in slots]
+    return np.array(reals + [t.untouched for t in slots], dtype=np.float64)
 
 
 def pack_slot_weights(slots: Sequence[Slot], size: int) -> np.ndarray:
@@ -123,7 +126,7 @@ def array_shapes(v: int, h: int, size: int, input_kind: str) -> dict[str, tuple[
         "wm_weights_": (v,),
         "scalars_": (4,),
         "slot_table_": (h, TABLE),
-        "slot_reals_": (h,),
+        "slot_reals_": (-1,),
         "slot_weights_": (-1, size),
         "buffer_labels_": (-1,),
         "buffer_offsets_": (-1,),
@@ -165,6 +168,11 @@ def rebuild_slots(
 ) -> list[Slot]:
     """The slots of an imported state, each row checked against the schedule."""
     table, reals, weights = (loaded[n] for n in ("slot_table_", "slot_reals_", "slot_weights_"))
+    if reals.shape[0] not in (h, 2 * h):
+        raise st.InvalidState(f"state.arrays.slot_reals_: expected {2 * h} reals")
+    # A state kept before the untouched weights were has h reals: the member's own now is
+    # the best guess (exact unless it rescaled, or is an average, since).
+    untouched = reals[h:] if reals.shape[0] == 2 * h else None
     tau, s = int(scalars[0]), int(scalars[1])
     slots, held_rows = [], 0
     for j, row in enumerate(table.tolist()):
@@ -200,8 +208,12 @@ def rebuild_slots(
                     checks[learner],
                 )
                 held_rows += 1
+                slot.untouched = (
+                    untouched_weight(fresh[learner]) if untouched is None else float(untouched[j])
+                )
         else:
             ok = ok and not any(row[3:]) and reals[j] == 0
+            ok = ok and (untouched is None or untouched[j] == 0)
         if not ok:
             raise st.InvalidState(f"state.arrays.slot_table_[{j}]: inconsistent with the schedule")
         slots.append(slot)

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from models.core.hypothesis import Hypothesis, Label
+from models.core.hypothesis import Hypothesis, Label, LinearHypothesis
+from models.core.instance import Attributes, Experts
 from models.core.learner import Learner, SpecList
 from models.core.nested import build_inner, check_size, import_children, inner_spec, input_kind_of
 from models.core.params import (
@@ -39,6 +40,7 @@ from models.core.params import (
 from models.kernels.common import argmax_first
 from models.voting import state as vs
 from models.voting.compiled import CompiledMembers
+from models.voting.grow import grown_hypothesis, normalised_by_sum, untouched_weight
 from models.voting.hypothesis import (
     HYPOTHESIS_CLASSES,
     VotingHypothesis,
@@ -434,11 +436,19 @@ class VCombine(Learner):
         b = self._members.best()
         best = self.learners_[b]
         schedule = self._schedule
-        changed = schedule.advance((b, best.version_), lambda: self._record(b), best.snapshot)
+        changed = schedule.advance(
+            (b, best.version_), lambda: self._record(b), lambda: self._taken(best)
+        )
         if schedule.restart_due(int(self._members.recent[b])):
             changed |= schedule.restart()
             self._members.recent[:] = 0
         return changed
+
+    @staticmethod
+    def _taken(learner: Learner) -> tuple[Hypothesis, float]:
+        """A snapshot of ``learner`` for a slot, and the weight an untouched coordinate
+        has in it (what the slot's new coordinates take if the input grows)."""
+        return learner.snapshot(), untouched_weight(learner)
 
     def _record(self, g: int) -> tuple[int, int]:
         """(correct, tried) of learner g's current hypothesis on the r-buffer."""
@@ -465,6 +475,41 @@ class VCombine(Learner):
                     inner._widen(m)
             fast = self._fast = CompiledMembers.of(self)
         return fast
+
+    # -- a larger input, more labels ---------------------------------------------------------
+
+    def _can_grow(self) -> None:
+        self._members.can_grow()
+
+    def _take(self, old: Learner, at: np.ndarray) -> None:
+        """The members grow as their kinds do and keep their counts; the schedule stands;
+        a held hypothesis gives its new coordinates the weight an untouched coordinate had
+        in it (:mod:`models.voting.grow`); the buffered instances are renumbered. A new
+        label is one no member and no held hypothesis has scored yet."""
+        assert isinstance(old, VCombine)
+        self._members.take(old._members, at)
+        self._schedule.scalars[...] = old.scalars_
+        self._schedule.slots = [self._grown_slot(slot, at) for slot in old.slots_]
+        moved: list[tuple[Any, int]]
+        if self.input_kind == "attributes":
+            moved = [(Attributes(at[x.indices], x.values), c) for x, c in old.buffer_]
+        else:
+            moved = [(Experts(at[x.expert], x.cls, x.value), c) for x, c in old.buffer_]
+        self.buffer_ = deque(moved, maxlen=self.r)
+
+    def _grown_slot(self, slot: Slot, at: np.ndarray) -> Slot:
+        out = copy.copy(slot)
+        if slot.hypothesis is None:
+            return out
+        g = slot.key[0]
+        member = self.learners_[g]
+        now = member.snapshot() if isinstance(slot.hypothesis, LinearHypothesis) else None
+        out.hypothesis = grown_hypothesis(
+            slot.hypothesis, slot.untouched, self.input_size, at, self.labels, self._checks[g],
+            threshold=now.threshold if isinstance(now, LinearHypothesis) else None,
+            by_sum=normalised_by_sum(member),
+        )  # fmt: skip
+        return out
 
     # -- refusals ---------------------------------------------------------------------------
 
