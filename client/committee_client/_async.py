@@ -27,6 +27,7 @@ from committee_client.types import (
     AuditEntry,
     BatchItem,
     Instance,
+    Job,
     Label,
     Labelled,
     Learned,
@@ -197,6 +198,42 @@ class AsyncClient:
         """Reset the model's learner to its state at ``version`` (an entry in its log,
         which can itself be rolled back); what it gained since stays."""
         return await self._run(calls.rollback(name, version))
+
+    async def backtest(
+        self,
+        name: str,
+        learner: Mapping[str, Any] | str | Sequence[Mapping[str, Any] | str],
+        from_version: int | None = None,
+        *,
+        points: int = 100,
+        wait: float | None = None,
+    ) -> Job:
+        """Replay the model's log through one or more candidate learners, beside the model,
+        without touching it. The job, with its result when it ended within ``wait``
+        seconds (the service's default when None); else running: follow it with
+        :meth:`wait_job`."""
+        return await self._run(calls.backtest(name, learner, from_version, points, wait))
+
+    async def job(self, job_id: str) -> Job:
+        """A job (a backtest) as it is now."""
+        return await self._run(calls.job(job_id))
+
+    async def cancel_job(self, job_id: str) -> Job:
+        """Ask a running job to stop; it keeps what it computed as a partial result."""
+        return await self._run(calls.cancel_job(job_id))
+
+    async def wait_job(self, job_id: str, timeout: float = 600.0, every: float = 0.5) -> Job:
+        """The job once it ended, asking every ``every`` seconds; raises
+        :class:`TimeoutError` after ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            job = await self.job(job_id)
+            if not job.running:
+                return job
+            if loop.time() > deadline:
+                raise TimeoutError(f"job {job_id} still runs after {timeout:g} s")
+            await asyncio.sleep(every)
 
     async def versions(self, name: str) -> dict[str, Any]:
         """The versions the model can be rebuilt at (``restorable``: from, to), its

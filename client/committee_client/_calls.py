@@ -18,6 +18,7 @@ from committee_client.types import (
     AuditEntry,
     BatchItem,
     Instance,
+    Job,
     Label,
     Labelled,
     Learned,
@@ -179,6 +180,33 @@ def fork_model(
 def rollback(name: str, version: int) -> Call[Model]:
     body = {"version": version}
     return Call("POST", _model(name, "rollback"), Model.model_validate, body, key=new_key())
+
+
+def backtest(
+    name: str,
+    learner: Mapping[str, Any] | str | Sequence[Mapping[str, Any] | str],
+    from_version: int | None,
+    points: int,
+    wait: float | None,
+) -> Call[Job]:
+    one = isinstance(learner, str | Mapping)
+    specs = [learner] if one else list(learner)  # type: ignore[list-item]
+    plain = [{"kind": s} if isinstance(s, str) else dict(s) for s in specs]
+    body: dict[str, Any] = {"learner": plain[0] if one else plain, "points": points}
+    if from_version is not None:
+        body["from_version"] = from_version
+    if wait is not None:
+        body["wait"] = wait
+    # keyed: a retry after a lost answer follows the job the first request started
+    return Call("POST", _model(name, "backtest"), Job.model_validate, body, key=new_key())
+
+
+def job(job_id: str) -> Call[Job]:
+    return Call("GET", f"/v1/jobs/{quote(job_id, safe='')}", Job.model_validate)
+
+
+def cancel_job(job_id: str) -> Call[Job]:
+    return Call("DELETE", f"/v1/jobs/{quote(job_id, safe='')}", Job.model_validate)
 
 
 def versions(name: str) -> Call[dict[str, Any]]:

@@ -16,11 +16,14 @@ from committee_client.errors import CommitteeError, from_item
 __all__ = [
     "ApiKey",
     "AuditEntry",
+    "Backtest",
+    "BacktestRun",
     "BatchItem",
     "Counters",
     "Instance",
     "Internal",
     "ItemError",
+    "Job",
     "Label",
     "Labelled",
     "Learned",
@@ -42,6 +45,50 @@ Instance = Mapping[str, Any]
 
 class _Out(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class BacktestRun(_Out):
+    """One learner over a backtest's trials: the model itself or a candidate."""
+
+    learner: dict[str, Any]
+    trials: int
+    mistakes: int
+    error_rate: float | None
+    late: int = Field(description="labelled predictions judged at replay, not where served")
+    curve: list[tuple[int, int]] = Field(description="(version, mistakes since from_version)")
+    stopped: dict[str, Any] | None = None
+
+
+class Backtest(_Out):
+    """A backtest's result: the model and each candidate on the same trials."""
+
+    from_version: int
+    to_version: int
+    trained_from: int
+    resets: list[int]
+    model: BacktestRun
+    candidates: list[BacktestRun]
+
+
+class Job(_Out):
+    """A job of the service (a backtest): ``status`` is running, done, failed or
+    cancelled; ``result`` is there once it ended."""
+
+    id: str
+    kind: str
+    model: str
+    status: str
+    created: int
+    updated: int
+    seconds: float
+    progress: dict[str, int]
+    request: dict[str, Any]
+    result: Backtest | None = None
+    error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
 
 
 class Counters(_Out):

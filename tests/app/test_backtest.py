@@ -237,5 +237,4 @@ def test_a_long_backtest_is_a_job_that_can_be_followed_retried_and_cancelled(
     assert cancelled["status"] == "cancelled", cancelled
     assert cancelled["error"] == "cancelled on request"
     done = cancelled["progress"]["done"]
-    assert 0 < done < 20_000
-    assert cancelled["result"]["model"]["trials"] < 20_000
+    assert done < 20_000 and cancelled["result"]["model"]["trials"] == done

@@ -10,12 +10,14 @@ import pytest
 from _clientkit import FUSION, MAX_BODY, SPARSE
 
 from committee_client import (
+    BacktestRun,
     BatchItem,
     Client,
     CommitteeError,
     Conflict,
     Internal,
     InvalidInput,
+    Job,
     Labelled,
     Learned,
     LearnerKind,
@@ -316,3 +318,30 @@ def test_fork_and_versions(client: Client, name: str) -> None:
     with pytest.raises(InvalidInput) as e:
         client.rollback(name, 99)
     assert e.value.field == "version"
+
+
+def test_backtest_and_its_job(client: Client, name: str) -> None:
+    client.create_model(name, **FUSION)
+    rng = np.random.default_rng(8)
+    client.learn_batch(name, [({"experts": votes(rng)}, "dog") for _ in range(40)])
+    job = client.backtest(name, ["weighted-majority", FUSION["learner"]], from_version=0)
+    assert isinstance(job, Job) and job.status == "done" and job.result is not None
+    model, wm, own = job.result.model, *job.result.candidates
+    assert isinstance(model, BacktestRun) and model.trials == wm.trials == own.trials == 40
+    assert wm.learner == {"kind": "weighted-majority"}
+    assert own.mistakes == model.mistakes and own.curve == model.curve
+    assert client.job(job.id) == job
+    # one that answers before it ends is followed to its end
+    started = client.backtest(name, "weighted-majority", wait=0)
+    assert started.running and started.result is None
+    ended = client.wait_job(started.id, timeout=60, every=0.05)
+    assert ended.status == "done" and ended.result is not None
+    assert ended.result.candidates[0].mistakes == wm.mistakes
+    with pytest.raises(InvalidInput) as e:
+        client.backtest(name, "perceptron")
+    assert e.value.field == "learner.kind"
+    with pytest.raises(InvalidInput) as e:
+        client.backtest(name, "committee", from_version=99)
+    assert e.value.field == "from_version"
+    with pytest.raises(NotFound):
+        client.job("0" * 32)

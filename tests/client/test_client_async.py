@@ -163,3 +163,17 @@ def test_stream_errors(service_url: str) -> None:
             AsyncClient(service_url).stream("m", window=0)
 
     asyncio.run(main())
+
+
+def test_backtest_async(service_url: str, name: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(service_url) as c:
+            await c.create_model(name, **FUSION)
+            await c.learn(name, {"experts": {"cnn": "dog"}}, "dog")
+            job = await c.backtest(name, {"kind": "committee", "alpha": 2.0}, wait=0)
+            ended = await c.wait_job(job.id, timeout=60, every=0.05)
+            assert ended.status == "done" and ended.result is not None
+            assert ended.result.candidates[0].trials == 1
+            assert (await c.cancel_job(job.id)).status == "done"
+
+    asyncio.run(main())
