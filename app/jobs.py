@@ -153,11 +153,10 @@ class Backtests:
     ) -> _Plan:
         stored, starts, _ = await self._starts(name)
         head = stored.version
-        if from_version is None:  # the earliest the model replays from to now
-            whole = [st.version for st in starts if st.until == head]
-            if not whole:
+        if from_version is None:  # the earliest the model can be rebuilt at
+            if not starts:
                 raise BadInput("from_version", f"model {name!r} cannot be rebuilt at any version")
-            from_version = min(whole)
+            from_version = min(st.version for st in starts)
         elif not any(st.version <= from_version <= st.until for st in starts):
             ranges = ", ".join(f"{st.version} to {st.until}" for st in reversed(starts))
             raise BadInput(

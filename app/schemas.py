@@ -200,8 +200,8 @@ class BacktestCreate(_In):
         ge=0,
         le=2**53,
         description="count mistakes on the trials after this version (null: the earliest "
-        "version the model can be rebuilt at and replayed from to now; see .../versions); "
-        "candidates learn, uncounted, from the earliest version the log reaches back to",
+        "version the model can be rebuilt at; see .../versions); candidates learn, "
+        "uncounted, from the earliest version the model can be rebuilt at before it",
     )
     points: int = Field(
         100, strict=True, ge=2, le=1_000, description="points on each mistake curve, at most"

@@ -2,9 +2,10 @@
 changes of the model's input.
 
 Each text message is one JSON request, ``{"op": "predict" | "label" | "learn" | "experts"
-| "features" | "labels", "id": ..., ...}`` with the fields of the REST call of that name
-(the changes' ``add`` and ``retire``, and an optional ``idempotency_key``); each gets one
-answer, in order,
+| "features" | "labels" | "rollback" | "backtest", "id": ..., ...}`` with the fields of the
+REST call of that name (the changes' ``add`` and ``retire``, a rollback's ``version``, a
+backtest's ``learner``, ``from_version``, ``points`` and ``wait``, and an optional
+``idempotency_key``); each gets one answer, in order,
 ``{"id": ..., "result": {...}}`` or ``{"id": ..., "error": {"status", "message",
 "field"}}``. A bad message gets an error and the stream goes on. An unknown model closes
 the stream with code 4404.
@@ -20,7 +21,8 @@ one the stream is closed with 4401, 4403 for a read key, 4404 for a model outsid
 key's tenancy, and 4401 as soon as the key is revoked. Each request is a trial of the
 key's rate limit; one over it is answered with a 429 error and the stream goes on. A
 change of the input needs an admin key (a 403 error otherwise) and is audited as the
-REST call is.
+REST call is; so do a rollback and a backtest (whose answer is its job, as
+``POST .../backtest`` answers it: follow a running one with ``GET /v1/jobs/{id}``).
 
 Limits (settings): a message over ``ws_max_message_bytes`` closes the stream with 1009,
 more than ``ws_max_connections`` streams per worker are closed at once with 1013, and a
@@ -36,14 +38,21 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from app.auth import Auth, Principal, principal_of
 from app.errors import BadInput, Forbidden
 from app.routers._lean import idempotency
 from app.routers.models import public
 from app.routers.trials import Admit
-from app.schemas import ExpertsChange, FeaturesChange, LabelsChange
+from app.schemas import (
+    BacktestCreate,
+    ExpertsChange,
+    FeaturesChange,
+    JobPublic,
+    LabelsChange,
+    Rollback,
+)
 from app.service import ModelService
 from app.status import error_status, item_error
 from storage.errors import ModelNotFound
@@ -61,12 +70,16 @@ _FIELDS = {
     "experts": (set(), {"add", "retire", "idempotency_key"}),
     "features": ({"add"}, {"idempotency_key"}),
     "labels": ({"add"}, {"idempotency_key"}),
+    "rollback": ({"version"}, {"idempotency_key"}),
+    "backtest": ({"learner"}, {"from_version", "points", "wait", "idempotency_key"}),
 }
-#: the changes of the model's input, each with its body's schema and its audit action
-_CHANGES: dict[str, tuple[type[ExpertsChange | FeaturesChange | LabelsChange], str]] = {
+#: the admin operations, each with its body's schema and its audit action
+_CHANGES: dict[str, tuple[type[BaseModel], str]] = {
     "experts": (ExpertsChange, "change experts"),
     "features": (FeaturesChange, "add features"),
     "labels": (LabelsChange, "add labels"),
+    "rollback": (Rollback, "roll back"),
+    "backtest": (BacktestCreate, "backtest"),
 }
 _END = object()
 _INT64 = 2**63
@@ -120,7 +133,7 @@ class Request:
         key = msg.get("idempotency_key")
         change = None
         if op in _CHANGES:
-            body = {f: msg[f] for f in ("add", "retire") if f in msg}
+            body = {f: msg[f] for f in msg.keys() - {"op", "id", "idempotency_key"}}
             try:
                 change = _CHANGES[op][0].model_validate(body).model_dump(exclude_none=True)
             except ValidationError as e:
@@ -213,16 +226,33 @@ async def _apply(
 async def _change(
     service: ModelService, name: str, r: Request, principal: Principal, auth: Auth
 ) -> tuple[bytes, bool]:
-    """A change of the model's input, as its REST call makes it: an admin key's, audited;
-    the answer, and whether the model is gone."""
+    """An admin operation (a change of the model's input, a rollback, a backtest), as its
+    REST call makes it: an admin key's, audited; the answer, and whether the model is
+    gone."""
     action = _CHANGES[r.op][1]
     if not principal.may("admin"):
-        e = Forbidden(f"op {r.op!r} changes the model's input: it needs an admin key")
+        e = Forbidden(f"op {r.op!r} is an admin operation: it needs an admin key")
         await auth.audit(principal, f"denied stream {r.op}", name, 403, str(e))
         return _error(r.id, e), False
+    body = r.args[0]
     try:
-        await service.change_input(name, {r.op: r.args[0]}, r.idem)
-        model = public(await service.store.read(name))
+        if r.op == "backtest":
+            learner = body["learner"]
+            doc = await service.backtests.start(
+                name,
+                learner if isinstance(learner, list) else [learner],
+                body.get("from_version"),
+                points=body["points"],
+                wait=body.get("wait"),
+                idem=r.idem,
+            )
+            answer = JobPublic(**doc).model_dump()
+        else:
+            if r.op == "rollback":
+                await service.rollback(name, body["version"], r.idem)
+            else:
+                await service.change_input(name, {r.op: body}, r.idem)
+            answer = public(await service.store.read(name)).model_dump()
     except Exception as e:
         status = error_status(e)[0]
         if status == 500:
@@ -230,7 +260,7 @@ async def _change(
         await auth.audit(principal, action, name, status, f"stream: {e}"[:200])
         return _error(r.id, e), isinstance(e, ModelNotFound)
     await auth.audit(principal, action, name, 200, "stream")
-    return _result(r.id, model.model_dump()), False
+    return _result(r.id, answer), False
 
 
 async def _learn(service: ModelService, name: str, group: list[Request]) -> list[Any]:

@@ -144,3 +144,44 @@ def test_the_stream_changes_the_input_as_rest_does(
     model = client.get(f"/v1/models/{model_name}").json()
     assert model["version"] == 4  # three changes and one learn
     assert model["input"] == got[5]["result"]["input"]
+
+
+def test_the_stream_rolls_back_and_backtests_as_rest_does(
+    api_url: str, client: httpx.Client, model_name: str
+) -> None:
+    assert client.post("/v1/models", json={"name": model_name, **FUSION}).status_code == 201
+    votes = [{"a": "cat", "b": "dog"}, {"a": "dog", "b": "dog"}, {"a": "cat", "b": "cat"}]
+    learns = [
+        {"op": "learn", "id": i, "instance": {"experts": v}, "label": "dog"}
+        for i, v in enumerate(votes * 3)
+    ]
+    before = asyncio.run(exchange(ws_url(api_url, model_name), learns))
+    assert all("result" in g for g in before)
+    state_at_9 = client.get(f"/v1/models/{model_name}/state").json()["state"]
+    msgs: list[Any] = [
+        {"op": "rollback", "id": "r", "version": 3, "idempotency_key": "back-3"},
+        {"op": "rollback", "id": "r2", "version": 3, "idempotency_key": "back-3"},  # a retry
+        {"op": "backtest", "id": "b", "learner": {"kind": "committee", "alpha": 3}, "points": 5},
+        {"op": "backtest", "id": "w", "learner": [{"kind": "committee"}], "wait": 0},
+        {"op": "rollback", "id": "x", "version": 99},
+        {"op": "backtest", "id": "y", "learner": {"kind": "winnow"}},
+        {"op": "backtest", "id": "z", "learner": {"kind": "committee"}, "from": 1},
+    ]
+    got = asyncio.run(exchange(ws_url(api_url, model_name), msgs))
+    assert [g["id"] for g in got] == ["r", "r2", "b", "w", "x", "y", "z"]
+    assert got[0]["result"]["version"] == got[1]["result"]["version"] == 10  # once
+    job = got[2]["result"]
+    assert job["status"] == "done" and job["result"]["to_version"] == 10
+    # from the creation: the model rebuilt after its rollback, the candidate learning on
+    result = job["result"]
+    assert result["from_version"] == 0 and result["resets"] == [10]
+    assert result["model"]["trials"] == result["candidates"][0]["trials"] == 9
+    assert result["model"]["stopped"] is None
+    assert job["request"]["learners"] == [{"kind": "committee", "alpha": 3}]
+    running = got[3]["result"]
+    assert running["status"] == "running" and running["model"] == model_name
+    assert got[4]["error"]["status"] == 422 and got[4]["error"]["field"] == "version"
+    assert got[5]["error"]["status"] == 422 and got[5]["error"]["field"] == "learner.kind"
+    assert got[6]["error"]["field"] == "from"
+    assert client.get(f"/v1/models/{model_name}").json()["version"] == 10
+    assert state_at_9 != client.get(f"/v1/models/{model_name}/state").json()["state"]
