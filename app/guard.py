@@ -65,7 +65,11 @@ def needs(method: str, path: str) -> tuple[str | None, str | None, str]:
         rest = "/" + rest if rest else ""
         if rest in _TRIAL_CALLS or rest == "/stream":
             return "write", name, rest
-        if rest == "/state" or rest in _CHANGES or (rest == "" and method == "DELETE"):
+        if (
+            rest == "/state"
+            or (rest in _CHANGES and method != "GET")
+            or (rest == "" and method == "DELETE")
+        ):
             return "admin", name, rest
         return "read", name, rest
     if path == "/v1/models" and method == "POST":

@@ -76,6 +76,10 @@ ERRORS: dict[str, dict[int, str]] = {
         "replayed from, or a replay beyond backtest_max_trials or backtest_max_learners",
         429: "this worker runs backtest_jobs backtests already",
     },
+    "GET /v1/models/{name}/backtest": {
+        **_MODEL,
+        404: f"{_NO_MODEL}, or no backtest of it is kept",
+    },
     "GET /v1/jobs/{job_id}": {404: _NO_JOB, 422: "the id does not match its pattern", 503: _REDIS},
     "DELETE /v1/jobs/{job_id}": {
         404: _NO_JOB,

@@ -55,6 +55,17 @@ async def backtest(
     return _answer(doc, response)
 
 
+@router.get("/models/{name}/backtest", tags=["models"], responses=_RUNNING)
+async def latest_backtest(name: NameDep, response: Response, service: ServiceDep) -> JobPublic:
+    """The model's latest backtest, as ``GET /v1/jobs/{id}`` answers it (kept for a day
+    after its last report); 404 when none is kept."""
+    stored = await service.store.read(name)
+    doc = await service.backtests.latest(name, stored.incarnation)
+    if doc is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no backtest of model {name!r} is kept")
+    return _answer(doc, response)
+
+
 def _visible(request: Request, doc: dict[str, Any] | None, job_id: str) -> dict[str, Any]:
     if doc is None or not principal_of(request.scope).sees(doc["model"]):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r}")

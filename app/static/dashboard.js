@@ -206,7 +206,7 @@
     const last = curve.length ? curve[curve.length - 1] : [0, 0];
     // the x axis ends at the last trial, so the curve always spans the chart
     const xs = { top: Math.max(last[0], 1), step: ticks(last[0], 5).step };
-    const ys = ticks(Math.max(...curve.map((p) => p[1]), 1), 4);
+    const ys = ticks(Math.max(...curve.map((p) => p[1]), backtestTop(card, curve), 1), 4);
     const x = (t) => left + (pw * t) / xs.top;
     const y = (m) => top + ph - (ph * m) / ys.top;
     card.scale = { x, y, curve, xs };
@@ -235,6 +235,7 @@
     const base = top + ph;
     svg("path", { class: "area", d: `M${x(0)},${base}L${points.join("L")}L${x(last[0])},${base}Z` }, el);
     svg("polyline", { class: "line", points: points.join(" ") }, el);
+    drawBacktest(card, el, x, y, xs);
     // the model's changes (experts, labels, features, imported states) where they happened
     const marks = changes.filter((c) => c.version <= xs.top);
     for (const c of marks) {
@@ -245,6 +246,41 @@
     el.dataset.marks = String(marks.length);
     svg("circle", { class: "last", cx: x(last[0]), cy: y(last[1]), r: 3 }, el);
     card.cross = svg("line", { class: "cross", x1: 0, x2: 0, y1: top, y2: base, visibility: "hidden" }, el);
+  }
+
+  function liveAt(curve, version) {
+    let m = 0;
+    for (const [t, v] of curve) if (t <= version) m = v;
+    return m;
+  }
+
+  function backtestTop(card, curve) {
+    const result = card.backtest?.result;
+    if (!result) return 0;
+    const offset = liveAt(curve, result.from_version);
+    return Math.max(0, ...result.candidates.map((c) => c.mistakes + offset));
+  }
+
+  // the latest backtest's candidates beside the live curve: each counts its mistakes from
+  // the backtest's from_version on, so it starts where the live curve was there
+  function drawBacktest(card, el, x, y, xs) {
+    const result = card.backtest?.result;
+    el.dataset.candidates = "0";
+    if (!result) return;
+    const from = result.from_version;
+    const offset = liveAt(card.scale.curve, from);
+    const shown = result.candidates.filter((c) => c.curve.length);
+    shown.forEach((c, i) => {
+      const points = [[from, 0], ...c.curve]
+        .filter(([t]) => t <= xs.top)
+        .map(([t, m]) => `${x(t).toFixed(1)},${y(m + offset).toFixed(1)}`);
+      const g = svg("g", { class: `candidate c${i % 4}`, "data-mistakes": c.mistakes }, el);
+      svg("polyline", { points: points.join(" ") }, g);
+      svg("title", {}, g).textContent =
+        `backtest: ${describe(c.learner)}, ${int(c.mistakes)} mistakes in ${int(c.trials)} ` +
+        `trials after ${int(from)} (the model: ${int(result.model.mistakes)})`;
+    });
+    el.dataset.candidates = String(shown.length);
   }
 
   function setupHover(card) {
@@ -464,6 +500,8 @@
           card.stats = s;
           card.key = key;
           card.fetched = Date.now();
+          await readBacktest(card, name, secret);
+          if (mine !== session) return;
           renderStats(card, s);
         } catch (e) {
           if (e.status !== 404) throw e; // deleted since the listing: gone next poll
@@ -471,6 +509,20 @@
       }
     };
     await Promise.all(Array.from({ length: Math.min(CONCURRENCY, queue.length) }, worker));
+  }
+
+  // the model's latest backtest, read again while it runs and every REFRESH_MS otherwise
+  async function readBacktest(card, name, secret) {
+    const now = Date.now();
+    const fresh = now - (card.backtestRead || 0) < REFRESH_MS;
+    if (card.backtest?.status !== "running" && fresh) return;
+    card.backtestRead = now;
+    try {
+      card.backtest = await getJSON(`v1/models/${encodeURIComponent(name)}/backtest`, secret);
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      card.backtest = null;
+    }
   }
 
   // what a refusal other than a 401 means, in words

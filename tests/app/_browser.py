@@ -86,6 +86,11 @@ return {
     title: g.querySelector("title").textContent,
     x: g.querySelector("line").getBoundingClientRect().x,
   })),
+  candidates: [...curve.querySelectorAll("g.candidate")].map((g) => ({
+    mistakes: Number(g.dataset.mistakes),
+    title: g.querySelector("title").textContent,
+    vertices: g.querySelector("polyline").getAttribute("points").trim().split(/\\s+/).length,
+  })),
   vertices: line ? line.getAttribute("points").trim().split(/\\s+/).length : 0,
   experts_shown: !card.querySelector('[data-panel="experts"]').hidden,
   experts_total: Number(experts.dataset.total ?? 0),

@@ -273,3 +273,31 @@ def test_dashboard_marks_the_changes_of_a_model_on_its_curve(
     assert [m["version"] for m in card["marks"]] == [61, 102]
     assert card["marks"][0]["title"] == "trial 61: +late, later"
     assert card["marks"][0]["x"] < card["marks"][1]["x"]  # drawn where they happened
+
+
+def test_dashboard_draws_the_latest_backtest_beside_the_live_curve(
+    page: webdriver.Chrome, client: httpx.Client, model_name: str
+) -> None:
+    create(client, model_name, {"kind": "committee", "alpha": 1.3})
+    learn(client, model_name, 120, seed=8)
+    settled(client, model_name)
+    learners = [{"kind": "committee", "alpha": 3.0}, {"kind": "multiclass-winnow"}]
+    r = client.post(
+        f"/v1/models/{model_name}/backtest",
+        json={"learner": learners, "from_version": 40, "points": 10},
+    )
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    assert client.get(f"/v1/models/{model_name}/backtest").json()["result"] == result
+    card = wait_for(
+        lambda: read_card(page, model_name),
+        lambda c: c is not None and len(c["candidates"]) == 2,
+        f"the backtest of {model_name}",
+    )
+    assert card is not None
+    got = card["candidates"]
+    assert [c["mistakes"] for c in got] == [c["mistakes"] for c in result["candidates"]]
+    assert got[0]["title"].startswith("backtest: committee(alpha=3), ")
+    assert "trials after 40" in got[0]["title"]
+    # each from the version it starts at to its last point
+    assert [c["vertices"] for c in got] == [1 + len(c["curve"]) for c in result["candidates"]]

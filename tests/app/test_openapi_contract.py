@@ -63,6 +63,7 @@ ACCEPTED = {
     # 422: a learner the input cannot feed (as for a create), a version the model cannot
     # be replayed from, a replay beyond the budget. 429: the worker's backtests at once.
     "POST /v1/models/{name}/backtest": [404, 409, 422, 429],
+    "GET /v1/models/{name}/backtest": [404],
     "GET /v1/jobs/{job_id}": [404],
     "DELETE /v1/jobs/{job_id}": [404],
 }

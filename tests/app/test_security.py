@@ -142,6 +142,7 @@ ROUTES: list[tuple[str, str, Any, dict[str, int]]] = [
     ("POST", "/v1/models/acme-1/rollback", {"version": 10**6}, CHANGE_ACME),
     ("GET", "/v1/models/acme-1/versions", None, READ_ACME),
     ("POST", "/v1/models/acme-1/backtest", {"learner": {"kind": "perceptron"}}, ADMIN_ACME),
+    ("GET", "/v1/models/acme-1/backtest", None, READ_ACME),
 ]
 
 
