@@ -4,13 +4,15 @@ replay of the log read from Redis."""
 
 from __future__ import annotations
 
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import orjson
-from _procs import sync_client
+from _procs import Service, sync_client
 
 from app.config import Settings
 from app.live import LiveModel
@@ -238,3 +240,43 @@ def test_a_long_backtest_is_a_job_that_can_be_followed_retried_and_cancelled(
     assert cancelled["error"] == "cancelled on request"
     done = cancelled["progress"]["done"]
     assert done < 20_000 and cancelled["result"]["model"]["trials"] == done
+
+
+def test_on_four_workers_the_models_own_learner_reproduces_its_recorded_mistakes(
+    tmp_path: Path, redis_url: str, redis_prefix: str
+) -> None:
+    """Four threads predict, label later and learn on a service of four workers, each
+    worker serving predictions at whatever version it has: replayed, the model's own
+    learner predicts each labelled instance where it was served, and makes exactly the
+    mistakes the model counted."""
+    name = "fused"
+    with Service(tmp_path, workers=4, redis_url=redis_url, prefix=redis_prefix) as svc:
+        with httpx.Client(base_url=svc.url, timeout=60) as c:
+            assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+
+            def load(seed: int) -> None:
+                with httpx.Client(
+                    base_url=svc.url, timeout=60, headers={"Connection": "close"}
+                ) as own:
+                    _traffic(own, name, seed=seed, rounds=10)
+
+            threads = [threading.Thread(target=load, args=(s,)) for s in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            stats = _folded(c, name)
+            assert stats["labelled"] >= 120 and stats["learned"] >= 160
+            r = c.post(
+                f"/v1/models/{name}/backtest",
+                json={"learner": [FUSION["learner"], OTHER], "from_version": 0, "wait": 60},
+            )
+            assert r.status_code == 200, r.text
+        assert svc.stop() == 0
+    result = r.json()["result"]
+    model, own, other = result["model"], *result["candidates"]
+    assert model["mistakes"] == own["mistakes"] == stats["mistakes"]
+    assert model["curve"] == own["curve"] and own["late"] == 0
+    assert (other["trials"], other["mistakes"]) == _mistakes_by_replay(
+        Settings(redis_url=redis_url, key_prefix=redis_prefix), name, OTHER
+    )
