@@ -1,4 +1,4 @@
-"""On-line bagging and boosting (ALGORITHMS.md §4.2, §4.3; Oza & Russell 2001, River).
+"""On-line bagging and boosting (Oza & Russell 2001, *Online Bagging and Boosting*; River).
 
 Both present each trial to every copy of a base learner K times, K drawn from a Poisson
 distribution. The draws of trial t come from a generator seeded by (seed, t), taken in
@@ -296,7 +296,7 @@ class OnlineBagging(_Ensemble):
 
 
 class OnlineBoosting(_Ensemble):
-    """Oza-Russell on-line boosting (§4.3): models in sequence, each trial reweighted.
+    """Oza-Russell on-line boosting: models in sequence, each trial reweighted.
 
     For each trial lambda = 1; for m = 1..M, h_m learns the trial K ~ Poisson(lambda) times
     (K at most ``max_repeats``); then if h_m(x) = y, lambda_sc_m += lambda and lambda is

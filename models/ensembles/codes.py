@@ -164,5 +164,6 @@ def losses(margins: np.ndarray, code: np.ndarray) -> np.ndarray:
 
 
 def loss_decode(margins: Sequence[float] | np.ndarray, code: np.ndarray) -> int:
-    """Loss-based decoding (§4.1, beyond S3): the class of least loss, ties to the smallest."""
+    """Loss-based decoding (beyond the lecture notes S3, see docs/readings.rst): the class
+    of least loss, ties to the smallest."""
     return int(np.argmin(losses(np.asarray(margins), code)))

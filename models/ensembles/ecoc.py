@@ -1,4 +1,4 @@
-"""Error-correcting output codes: multi-class over binary learners (ALGORITHMS.md §4.1; S3, DB95).
+"""Error-correcting output codes: multi-class over binary learners (S3; Dietterich & Bakiri 1995).
 
 A code matrix M in {0,1}^(k x L) gives every class a codeword (a row). Column l is a binary
 problem: its learner sees +1 (its first label) iff M[y][l] = 1. A prediction decodes the
@@ -109,7 +109,7 @@ class ECOC(Learner):
     margins m_l. Ties go to the smallest class. ``scores`` are the negative distances (or
     losses). A trial is a mistake when the decoded class is wrong, and updates when any
     column updates. ECOC takes attribute instances only; for sub-experts use the sub-expert
-    conversion (§1.6).
+    conversion (``subexpert``; Mesterharm & Hsu, §III).
 
     The code matrix is part of the learned state (``code_``), so a random code survives an
     export even if numpy's generator changes; importing checks it: the one-per-class,

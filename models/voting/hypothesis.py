@@ -47,7 +47,8 @@ def effective_weights(h: Hypothesis) -> np.ndarray:
 
 
 class VotingHypothesis(Hypothesis):
-    """A frozen vote: the sum of its voters' score vectors (§3.2 (4)), first arg-max wins.
+    """A frozen vote: the sum of its voters' score vectors, first arg-max wins (Mesterharm
+    & Hsu, §V.B).
 
     ``weights`` is the sum of the voters' effective weights (a linear-max voter's scaled
     weights). With raw scores and one class of voter the vote is that class's hypothesis

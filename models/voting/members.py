@@ -1,6 +1,6 @@
 """V-Combine's v members: how one trial teaches them, their mistake counts and, for
-``select="weighted-majority"``, their weights (ALGORITHMS.md §3.2 step 3; LW94 for the
-selector).
+``select="weighted-majority"``, their weights (Mesterharm & Hsu, §V.B; Littlestone &
+Warmuth 1994 for the selector).
 
 Refusals: members learn before anything of V-Combine's own moves, the ones that can
 refuse first, each leaving an undo token in the open journal; so a refusal undoes only

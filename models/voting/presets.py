@@ -1,4 +1,4 @@
-"""VR-Combine: S4's headline configuration as one kind (ALGORITHMS.md §3.4; S4 §VII)."""
+"""VR-Combine: S4's headline configuration as one kind (Mesterharm & Hsu, §VII)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from models.voting.vcombine import VCombine
 
 __all__ = ["ALPHAS", "PS", "VRCombine", "basic_algorithms", "vr_combine_learners"]
 
-#: The 15 Balanced Winnow multipliers (reading A1 of the 1.01-1.6 range) and the 15 ALMA norms.
+#: The 15 Balanced Winnow multipliers (a reading of the paper's range, 1.01 to 1.6, see
+#: docs/readings.rst) and the 15 ALMA norms.
 ALPHAS = (1.01, 1.02, 1.03, 1.05, 1.10, 1.15, 1.20, 1.25, 1.30, 1.35, 1.40, 1.45, 1.50, 1.55, 1.60)
 PS = (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 6.5, 7.0, 7.5, 8.0, 8.5, 9.0)
 
@@ -22,9 +23,10 @@ def basic_algorithms(
     perceptron: bool = True,
     alma_C: float | None = None,
 ) -> list[dict[str, Any]]:
-    """S4's basic sub-expert algorithms in the order of reading A11: Balanced Winnow by
-    ascending alpha, the Perceptron, ALMA by ascending p (with learning-rate scale
-    ``alma_C``, ALMA's own default when None: S4 does not give it, see A8)."""
+    """S4's basic sub-expert algorithms, in the order that breaks ties between members:
+    Balanced Winnow by ascending alpha, the Perceptron, ALMA by ascending p (with
+    learning-rate scale ``alma_C``, ALMA's own default when None: the paper does not give
+    it, see docs/readings.rst)."""
     alma = {} if alma_C is None else {"C": float(alma_C)}
     out = [
         {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": float(a)}}

@@ -1,5 +1,5 @@
 """V-Combine's schedule: the target and window arithmetic, the slots, and the steps that
-move them after a trial (ALGORITHMS.md §3.2 steps 5-7)."""
+move them after a trial (Mesterharm & Hsu, §V.B)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-# -- the schedule arithmetic (§3.2 (1), (2), (6)) -------------------------------------------
+# -- the schedule arithmetic (Mesterharm & Hsu, §V.B) ---------------------------------------
 
 
 def targets(spacing: int, h: int) -> tuple[int, ...]:
@@ -47,7 +47,8 @@ def window(target: int, spacing: int, w: int) -> tuple[int, int]:
 def creation_spacing(target: int, spacing: int, h: int) -> int:
     """The spacing in force when ``target``, one of ``targets(spacing, h)``, was created.
 
-    A target j * s with j <= h/2 was already a target at spacing s/2 (Ambiguity A17).
+    A target j * s with j <= h/2 was already a target at spacing s/2 (a reading of the
+    paper's example: docs/readings.rst, ``v-combine``).
     """
     while spacing > 1 and target // spacing <= h // 2:
         spacing //= 2
@@ -55,7 +56,7 @@ def creation_spacing(target: int, spacing: int, h: int) -> int:
 
 
 def live_window(target: int, spacing: int, h: int, w: int) -> tuple[int, int]:
-    """The window a live schedule gives ``target`` (A17: m from the creation spacing).
+    """The window a live schedule gives ``target`` (m from the creation spacing).
 
     >>> live_window(256, 64, 4, 100), live_window(256, 128, 4, 100)
     ((240, 272), (240, 272))
@@ -64,7 +65,8 @@ def live_window(target: int, spacing: int, h: int, w: int) -> tuple[int, int]:
 
 
 def restart_wait(d: int, restarts: int) -> int:
-    """Trials after a (re)start before restarts are checked: d, 2d, 4d, ... (A4)."""
+    """Trials after a (re)start before restarts are checked: d, 2d, 4d, ... (the paper
+    does not give d)."""
     return d * 2**restarts
 
 

@@ -1,4 +1,4 @@
-"""V-Combine: voting over on-line hypotheses, V-B and V-Combine (ALGORITHMS.md §3.2; S4 §V.B).
+"""V-Combine: voting over on-line hypotheses, V-B and V-Combine (Mesterharm & Hsu, §V.B).
 
 The algorithm reads top to bottom in :class:`VCombine`; it composes its members
 (:class:`~models.voting.members.Members`: how a trial teaches them, what is counted of them),
@@ -78,32 +78,34 @@ class VCombine(Learner):
 
     Every learner learns each trial from its own prediction. The voters are the h slots'
     hypotheses plus the current hypothesis of the *best* learner B, the one with the fewest
-    mistakes so far (``select="fewest-mistakes"``, ties to list order, A11). Slot targets are
+    mistakes so far (``select="fewest-mistakes"``, ties to list order). Slot targets are
     j * s, j = 1..h; after trial tau = h * s the spacing s doubles, even multiples of the old
     spacing are kept and the new targets (h/2+1..h) * s are created. Each target has a window
-    of m + 1 trials, m = min(W, floor(s/2)) with s the spacing when the target was created
-    (A17). At the window start B's current hypothesis is saved (a snapshot) and votes at once;
-    at each later window trial a new hypothesis of B (a new (learner, version) pair) replaces
-    it if its estimate is strictly higher. The estimate (A3) is correct/tried over the r most
+    of m + 1 trials, m = min(W, floor(s/2)) with s the spacing when the target was created.
+    At the window start B's current hypothesis is saved (a snapshot) and votes at once; at
+    each later window trial a new hypothesis of B (a new (learner, version) pair) replaces
+    it if its estimate is strictly higher. The estimate is correct/tried over the r most
     recent labelled trials, scored when the hypothesis is considered, plus (with
     ``accuracy="buffer+online"``) its record on the trials it predicted while it was B's
     current hypothesis and its window was open.
 
     Class j's vote is the sum of the voters' score vectors, raw (``vote_normalize="none"``,
-    S4) or each divided by its l1 norm or largest magnitude first (A12). The output is B's
-    prediction if M_B < M_V, else the vote's, where M_V counts the vote's mistakes and M_B the
-    mistakes of the learner that is B at that trial, both since the last restart (A5). From
-    tau >= d * 2^rho (rho restarts so far) the restart condition M_B < M_V is checked after
-    every trial (A4); a restart discards the slots and resets tau, s, M_B and M_V, never the
-    learners. Trial order as in §3.2 "Order of operations".
+    as the paper does) or each divided by its l1 norm or largest magnitude first. The output
+    is B's prediction if M_B < M_V, else the vote's, where M_V counts the vote's mistakes and
+    M_B the mistakes of the learner that is B at that trial, both since the last restart.
+    From tau >= d * 2^rho (rho restarts so far) the restart condition M_B < M_V is checked
+    after every trial; a restart discards the slots and resets tau, s, M_B and M_V, never
+    the learners. Where the paper is silent (the window's m, the estimate, the counters, d,
+    the order within a trial) the readings taken are in docs/readings.rst, ``v-combine``.
 
     ``select="weighted-majority"`` chooses B instead as the learner with the largest weight
-    of a Weighted Majority over the learners (LW94, §2.8), ties to list order: weights start
-    at 1 and the learners that predicted wrongly are multiplied by ``beta``, on every trial
-    (``wm_update="every_trial"``) or only on trials where the weighted vote of the learners'
-    predicted labels was wrong (``"on_mistake"``). With every-trial updates and beta > 0 the
-    weights are beta^mistakes, so B is again the learner with the fewest mistakes; the
-    on-mistake variant gives a different choice. WM only selects B, it never predicts.
+    of a Weighted Majority over the learners (Littlestone & Warmuth 1994), ties to list
+    order: weights start at 1 and the learners that predicted wrongly are multiplied by
+    ``beta``, on every trial (``wm_update="every_trial"``) or only on trials where the
+    weighted vote of the learners' predicted labels was wrong (``"on_mistake"``). With
+    every-trial updates and beta > 0 the weights are beta^mistakes, so B is again the
+    learner with the fewest mistakes; the on-mistake variant gives a different choice. WM
+    only selects B, it never predicts.
 
     A trial costs O((v + h) m) plus, at window trials with a new hypothesis, O(r m) for its
     estimate and O(n) for a snapshot. ``updated`` is True when a learner updated, a slot
@@ -387,7 +389,7 @@ class VCombine(Learner):
         return int(argmax_first(self._scores(x)))
 
     def snapshot(self) -> Hypothesis:
-        """The frozen rule in force (§5.2): B's hypothesis if M_B < M_V, else the vote."""
+        """The frozen rule in force: B's hypothesis if M_B < M_V, else the vote."""
         current = self.learners_[self.best_].snapshot()
         if self.uses_best_:
             return current
@@ -399,7 +401,7 @@ class VCombine(Learner):
         """The effective weights of :meth:`snapshot` (see :class:`VotingHypothesis`)."""
         return np.array(effective_weights(self.snapshot()))
 
-    # -- the trial (§3.2 "Order of operations") ----------------------------------------------
+    # -- the trial (Mesterharm & Hsu, §V.B) ------------------------------------------------
 
     def _learn(self, x: Any, c: int) -> tuple[int, bool]:
         members, fast = self._members, self._compiled_members(x)
