@@ -103,6 +103,30 @@ class Backtests:
                 f"this worker runs {self.running} backtest(s) already (backtest_jobs): "
                 "retry when one is done",
             )
+        self.running += 1  # taken before the next await: two requests cannot both pass
+        try:
+            doc, made = await self._created(job_id, name, learners, plan, idem)
+        except BaseException:
+            self.running -= 1
+            raise
+        if not made:  # a retry: the job the first request made
+            self.running -= 1
+            return doc
+        finished = asyncio.Event()
+        self._spawn(self._run(doc, plan, finished))  # gives the slot back when it ends
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(finished.wait(), s.backtest_wait if wait is None else wait)
+        return dict(doc)
+
+    async def _created(
+        self,
+        job_id: str,
+        name: str,
+        learners: list[dict[str, Any]],
+        plan: _Plan,
+        idem: Idempotency | None,
+    ) -> tuple[dict[str, Any], bool]:
+        """The job stored, and whether this request made it (else: the first one's)."""
         now = _now_ms()
         doc: dict[str, Any] = {
             "id": job_id,
@@ -119,15 +143,7 @@ class Backtests:
             "error": None,
         }
         earlier = await self.jobs.create(doc, "" if idem is None else idem.digest)
-        if earlier is not None:  # a retry: the job the first request made
-            return earlier
-        finished = asyncio.Event()
-        self.running += 1
-        self._spawn(self._run(doc, plan, finished))
-        with_in = s.backtest_wait if wait is None else wait
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(finished.wait(), with_in)
-        return dict(doc)
+        return (doc, True) if earlier is None else (earlier, False)
 
     async def read(self, job_id: str) -> dict[str, Any] | None:
         """The job as its worker last wrote it; one still running whose worker has not
