@@ -43,6 +43,10 @@ __all__ = [
 
 SLOTS = 16384
 RETRY_FOR = 2.0  # seconds a call keeps retrying through a failover before it gives up
+# seconds a primary's connection may go unanswered before the sentinels are asked again
+# whether it is still the primary: well under the seconds a sentinel waits before it
+# declares a primary down, so a connection that answered within them missed no failover
+CONFIRM_AFTER = 1.0
 _BUSY = ("TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "LOADING", "READONLY")
 
 
@@ -269,8 +273,32 @@ def _bytes(key: Any) -> bytes:
     return key if isinstance(key, bytes) else str(key).encode()
 
 
+async def _says_primary(conn: Connection, errors: list[str]) -> bool:
+    """Whether the node ``conn`` reaches answers ROLE as a primary (else why not, into
+    ``errors``)."""
+    a = conn.address
+    try:
+        role = await conn.call("ROLE")
+    except (Unavailable, ReplyError) as e:
+        errors.append(f"primary {a.host}:{a.port}: {e}")
+        return False
+    if role and role[0] == b"master":
+        return True
+    errors.append(f"{a.host}:{a.port} is not a primary yet")
+    return False
+
+
 class SentinelConnection(_Routed):
-    """Script calls to the primary the sentinels name, found again after a failover."""
+    """Script calls to the primary the sentinels name, found again after a failover.
+
+    A :class:`~storage.resp.Connection` reopens its socket to the same address by itself,
+    so a connection lost while idle (its primary killed) would be reopened to that node
+    once it restarts: alone, as a primary of its own until the sentinels make it the new
+    primary's replica, and a replica after. So the sentinels are asked again before a
+    connection unanswered for ``CONFIRM_AFTER`` seconds is used, and before
+    :meth:`each_primary` (the service's check of the primary, which must not reach a
+    former one).
+    """
 
     def __init__(
         self, sentinels: tuple[Address, ...], master: str, auth: Address, *, timeout: float = 5.0
@@ -280,24 +308,39 @@ class SentinelConnection(_Routed):
         self.auth = auth  # the primary's credentials, database and TLS settings
         self.timeout = timeout
         self._conn: Connection | None = None
+        self._answered = 0.0  # when the primary last answered on _conn (monotonic)
         self._finding: asyncio.Future[Connection] | None = None
         self._closed = False
 
     async def _primary(self) -> Connection:
-        if self._conn is not None:
-            return self._conn
+        conn = self._conn
+        if conn is not None and time.monotonic() - self._answered < CONFIRM_AFTER:
+            return conn
         if self._finding is None:
-            self._finding = asyncio.ensure_future(self._find())
+            self._finding = asyncio.ensure_future(self._find(conn))
             self._finding.add_done_callback(self._found)
         return await asyncio.shield(self._finding)
 
     def _found(self, f: asyncio.Future[Connection]) -> None:
         self._finding = None
-        if not f.cancelled() and f.exception() is None:
-            self._conn = f.result()
+        if f.cancelled() or f.exception() is not None:
+            self._conn = None  # _find closed it
+        else:
+            self._conn, self._answered = f.result(), time.monotonic()
 
-    async def _find(self) -> Connection:
-        errors = []
+    async def _find(self, current: Connection | None) -> Connection:
+        """The primary the sentinels name now, which says it is one: ``current`` if
+        it is still that primary, else a new connection (and ``current`` is closed)."""
+        found: Connection | None = None
+        try:
+            found = await self._ask(current)
+            return found
+        finally:
+            if current is not None and current is not found:
+                await current.aclose()
+
+    async def _ask(self, current: Connection | None) -> Connection:
+        errors: list[str] = []
         for s in self.sentinels:
             probe = Connection(s, timeout=self.timeout)
             try:
@@ -311,19 +354,18 @@ class SentinelConnection(_Routed):
                 errors.append(f"{s.host}:{s.port} knows no primary {self.master!r}")
                 continue
             host, port = got[0].decode(), int(got[1])
+            if (
+                current is not None
+                and (current.address.host, current.address.port) == (host, port)
+                and await _says_primary(current, errors)
+            ):
+                return current
             conn = Connection(
                 dataclasses.replace(self.auth, host=host, port=port), timeout=self.timeout
             )
-            try:
-                role = await conn.call("ROLE")
-            except (Unavailable, ReplyError) as e:
-                await conn.aclose()
-                errors.append(f"primary {host}:{port}: {e}")
-                continue
-            if role and role[0] == b"master":
+            if await _says_primary(conn, errors):
                 return conn
             await conn.aclose()
-            errors.append(f"{host}:{port} is not a primary yet")
         raise Unavailable(f"no primary {self.master!r} found: " + "; ".join(errors))
 
     async def _forget(self, conn: Connection) -> None:
@@ -343,6 +385,8 @@ class SentinelConnection(_Routed):
             try:
                 conn = await self._primary()
                 replies = await conn.together(*commands)
+                if self._conn is conn:
+                    self._answered = time.monotonic()
                 first = replies[0]
                 if not (isinstance(first, ReplyError) and str(first).startswith(_BUSY)):
                     return replies
@@ -358,6 +402,9 @@ class SentinelConnection(_Routed):
             pause = min(pause * 2, 0.25)
 
     async def each_primary(self, *args: Any) -> list[Any]:
+        """``args`` run on the primary the sentinels name now (asked afresh, as a
+        cluster's slot map is read afresh for :meth:`ClusterConnection.each_primary`)."""
+        self._answered = 0.0
         return [await self.call(*args)]
 
     async def aclose(self) -> None:

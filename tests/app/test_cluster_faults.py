@@ -31,6 +31,7 @@ from _workers import from_each_worker
 
 from storage.cluster_server import LocalSentinel, RedisCluster
 from storage.keys import Keys
+from storage.topology import SentinelConnection, parse_topology
 
 pytestmark = pytest.mark.cluster
 CLIENTS = 8
@@ -207,6 +208,43 @@ def test_through_sentinel_a_primary_killed_mid_load_loses_no_acknowledged_trial(
         # (on a loaded machine the sentinels may have failed over again since)
         now = sentinel.primary_port()
     check_replay(f"redis://127.0.0.1:{now}/0", prefix, name, state, load)
+
+
+def test_a_sentinel_connection_idle_through_a_failover_reaches_the_new_primary(
+    sentinel: LocalSentinel,
+) -> None:
+    """A worker's script connection, unused while its primary is killed, the replica
+    promoted and the old primary restarted, next reaches the new primary, not the old one
+    back on its port (a primary of its own until the sentinels make it the new one's
+    replica): there the service's check of the primary would find no replica and refuse
+    every write."""
+
+    async def run() -> tuple[int, dict[str, str]]:
+        t = parse_topology(sentinel.url)
+        assert t.auth is not None
+        conn = SentinelConnection(t.nodes, t.master, t.auth, timeout=5.0)
+        try:
+            await conn.call("PING")
+            victim = sentinel.primary_port()
+            sentinel.kill(victim)
+            await asyncio.to_thread(sentinel.wait_failover, victim)
+            await asyncio.to_thread(sentinel.restart, victim)
+            # (on a loaded machine the sentinels may have failed over again since)
+            now = sentinel.primary_port()
+            info = _info(await conn.call("INFO", "replication"))
+            await conn.call("SET", "{idle}:after", "1")
+            return now, info
+        finally:
+            await conn.aclose()
+
+    now, info = asyncio.run(run())
+    assert info["role"] == "master" and int(info["connected_slaves"]) == 1
+    assert sentinel.client(now).get("{idle}:after") == b"1"
+
+
+def _info(raw: bytes) -> dict[str, str]:
+    lines = raw.decode().splitlines()
+    return dict(line.split(":", 1) for line in lines if ":" in line)
 
 
 def test_a_busy_models_slot_moves_mid_load_and_nothing_is_lost_or_doubled(
