@@ -34,7 +34,7 @@ from typing import Any
 
 from app.live import LiveModel
 from models.core.learner import UpdateRefused
-from storage.codec import decode_entry, entry_kind, parse_int
+from storage.codec import LogEntry, decode_entry, entry_kind, parse_int
 from storage.errors import CorruptData
 from storage.repository import RawEntry
 
@@ -97,6 +97,7 @@ class Replay:
         self.due: dict[int, list[RawEntry]] = {}
         self.every = max(1, math.ceil((to - counted_from) / points))
         self.resets: list[int] = []
+        self.decoded: dict[int, LogEntry] = {}  # label entries decoded ahead, by seq
 
     @property
     def done(self) -> int:
@@ -162,9 +163,10 @@ class Replay:
             return
         m = candidates[0].model
         try:
-            x = decode_entry(entry_id, fields, m.size, m.k).x
+            e = self.decoded[seq] = decode_entry(entry_id, fields, m.size, m.k)
         except CorruptData:
             return  # judged at replay, where it is skipped
+        x = e.x
         for r in candidates:
             try:
                 r.early[seq] = r.model.space.class_of(r.model.learner.predict(x))
@@ -187,10 +189,12 @@ class Replay:
                         r.stopped = {"version": seq, "reason": f"cannot take the change: {exc}"}
         elif runs:
             counted = seq > self.counted_from
-            try:
-                e = decode_entry(entry_id, fields, runs[0].model.size, runs[0].model.k)
-            except CorruptData:  # skipped by every worker, and here
-                e = None
+            e = self.decoded.pop(seq, None)  # (an input only grows: still valid here)
+            if e is None:
+                try:
+                    e = decode_entry(entry_id, fields, runs[0].model.size, runs[0].model.k)
+                except CorruptData:  # skipped by every worker, and here
+                    e = None
             for r in runs:
                 r.model.version = seq
                 if e is not None and e.x is not None:
