@@ -6,17 +6,12 @@ docstring) and every route of the API with its answers (from the app's OpenAPI d
 from __future__ import annotations
 
 import inspect
-import re
 from pathlib import Path
 from typing import Any
 
 from app.config import Settings
 from app.main import create_app
 from models.registry import KINDS, describe
-
-# the algorithm specification the code was written from is not part of the project: its
-# section numbers mean nothing to a reader of these pages
-_SPEC_REF = re.compile(r"ALGORITHMS\.md(?: §[\w.]+)*(?:, §[\w.]+)*[;,]? ?")
 
 
 def _title(text: str, mark: str) -> str:
@@ -43,7 +38,7 @@ def _docstring(kind: str) -> str:
     cls = KINDS[kind]
     parts = [inspect.getdoc(cls) or "", inspect.getdoc(inspect.getmodule(cls)) or ""]
     doc = "\n\n".join(p for p in parts if p)
-    return _SPEC_REF.sub("", doc).replace("(; ", "(").replace("()", "")
+    return doc
 
 
 def learners_page() -> str:

@@ -1,10 +1,11 @@
-"""S4's experiments on the majority problem: Table I and Figure 5 (ALGORITHMS.md §5).
+"""S4's experiments on the majority problem: Table I and Figure 5 (Mesterharm & Hsu, §VII).
 
-``committee experiment table1`` runs the protocol of §5.2: for every noise level and run,
-the 31 basic algorithms of §3.4 (each inside an averaging wrapper, so one learner gives both
-B and A-B) and VR-Combine (a v-combine over their 31 recycled and 31 averaged-recycled
-versions) learn the same stream; then every frozen predictor is scored on fresh noisy test
-instances. ``committee experiment curves`` draws Figure 5, the on-line mistakes.
+``committee experiment table1`` runs the paper's protocol (see docs/table1.rst): for every
+noise level and run, the paper's 31 basic algorithms (each inside an averaging wrapper, so
+one learner gives both B and A-B) and VR-Combine (a v-combine over their 31 recycled and 31
+averaged-recycled versions) learn the same stream; then every frozen predictor is scored
+on fresh noisy test instances. ``committee experiment curves`` draws Figure 5, the on-line
+mistakes.
 
 The commands are in :mod:`experiments.cli`, a run in :mod:`experiments.runs`, the bulk
 scoring of test instances in :mod:`experiments.scoring` and Table I's statistics in

@@ -35,7 +35,7 @@ def _jobs(args: argparse.Namespace, noises: Sequence[float], curves: bool) -> li
 
 
 def table1(args: argparse.Namespace) -> int:
-    """Run the §5.2 protocol and print Table I (or its JSON document with ``--json``)."""
+    """Run the paper's protocol (§VII) and print Table I (or its JSON document with ``--json``)."""
     start = time.perf_counter()
     try:
         results = run_jobs(_jobs(args, args.noise, curves=False), args.workers)

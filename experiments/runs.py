@@ -1,6 +1,7 @@
-"""One run of S4's protocol on the majority problem (ALGORITHMS.md §5.2), and many on all cores.
+"""One run of S4's protocol on the majority problem (Mesterharm & Hsu, §VII), and many on
+all cores.
 
-For every noise level and run, the 31 basic algorithms of §3.4 (each inside an averaging
+For every noise level and run, the paper's 31 basic algorithms (each inside an averaging
 wrapper, so one learner gives both B and A-B) and VR-Combine (a v-combine over their 31
 recycled and 31 averaged-recycled versions) learn the same stream; then every frozen
 predictor is scored on fresh noisy test instances.
@@ -40,9 +41,9 @@ __all__ = [
     "vr_combine_spec",
 ]
 
-# -- the algorithms (§3.4, A1, A11) ------------------------------------------------------------
+# -- the algorithms (§VII; the readings taken: docs/readings.rst) -------------------------
 
-#: Sub-expert Balanced Winnow's 15 alphas (Ambiguity A1's proposal).
+#: Sub-expert Balanced Winnow's 15 alphas, from 1.01 to 1.6 (the paper gives only the range).
 BALANCED_ALPHAS = ALPHAS
 ALMA_PS = PS
 FAMILIES = (("B", ""), ("A-B", "A-"), ("R-B", "R-"), ("AR-B", "AR-"))
@@ -59,7 +60,8 @@ def algorithm_name(spec: dict[str, Any]) -> str:
 
 
 def basic_algorithms(alma_C: float | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """S4's 31 basic algorithms as (name, spec), in A11's order (models.voting.presets).
+    """S4's 31 basic algorithms as (name, spec), in the order that breaks ties between
+    members (models.voting.presets).
 
     >>> [name for name, _ in basic_algorithms()][13:18]
     ['Balanced(1.55)', 'Balanced(1.6)', 'Perceptron', 'ALMA(2)', 'ALMA(2.5)']
@@ -76,7 +78,7 @@ def vr_combine_spec(
     size: int = 100,
     max_updates: int = 5,
 ) -> dict[str, Any]:
-    """The ``vr-combine`` preset with S4's parameters spelled out (§3.4)."""
+    """The ``vr-combine`` preset with S4's parameters spelled out (§VII)."""
     return {
         "kind": "vr-combine",
         "h": h,
@@ -89,7 +91,7 @@ def vr_combine_spec(
 
 
 def member_names() -> list[str]:
-    """Every member's name: the 31 B, then A-B, R-B and AR-B, each in A11's order."""
+    """Every member's name: the 31 B, then A-B, R-B and AR-B, each in the members' order."""
     names = [name for name, _ in basic_algorithms()]
     return [prefix + name for _, prefix in FAMILIES for name in names]
 
@@ -108,7 +110,7 @@ class Job:
     test: int = 50_000
     curves: bool = False
     check: int = 200  # test instances checked against predict_class
-    alma_C: float | None = None  # ALMA's learning-rate scale (A8); None: ALMA's default
+    alma_C: float | None = None  # ALMA's scale C (docs/readings.rst); None: ALMA's default
 
     def seeds(self) -> tuple[np.random.Generator, np.random.Generator]:
         """Independent training and test generators."""
@@ -161,7 +163,7 @@ def _basic_spec(alma_C: float | None) -> dict[str, Any]:
 
 
 def run_job(job: Job) -> RunResult:
-    """Train every learner on one stream, then score every frozen predictor (§5.2).
+    """Train every learner on one stream, then score every frozen predictor (§VII).
 
     Raises :class:`RunFailed` (naming the run) if a learner raises.
     """

@@ -1,4 +1,4 @@
-"""Table I (ALGORITHMS.md §5.3): the statistics over runs, the best member of each family,
+"""Table I (Mesterharm & Hsu, §VII): the statistics over runs, the best member of each family,
 and the text table beside the paper's numbers."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class PaperRow(NamedTuple):
     best_b: tuple[str, float, float]
 
 
-#: REFERENCE DATA: S4's Table I as printed (ALGORITHMS.md §5.3), by noise level. The
+#: REFERENCE DATA: S4's Table I as printed, by noise level. The
 #: "0 + .00001" entries at p = 0 are mean 0 with half-width 1e-5.
 PAPER_TABLE_I: dict[float, PaperRow] = {
     0.0: PaperRow((0.0, 0.00001), ("AR-Perceptron", 0.0, 0.00001),

@@ -14,6 +14,7 @@ from app.main import create_app
 from models.registry import KINDS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+SPEC = "ALGORITHMS" + ".md"  # the implementers' specification (named only so here)
 
 
 def _section_ids(html: str) -> set[str]:
@@ -35,7 +36,7 @@ def test_the_docs_build_without_a_warning_and_cover_the_code(tmp_path: Path) -> 
     learners = (html / "_generated" / "learners.html").read_text()
     for kind in KINDS:
         assert f'id="{kind}"' in learners, kind
-    assert "ALGORITHMS.md" not in learners  # a reader has no such file
+    assert SPEC not in learners  # a reader has no such file
     api = (html / "_generated" / "api.html").read_text()
     doc = create_app(Settings(redis_url="redis://127.0.0.1:1/0")).openapi()
     for path, ops in doc["paths"].items():
@@ -52,4 +53,20 @@ def test_the_docs_build_without_a_warning_and_cover_the_code(tmp_path: Path) -> 
         _section_ids(table1)
     )
     for name, page in (("readings", readings), ("table1", table1)):
-        assert "ALGORITHMS.md" not in page, name  # a reader has no such file
+        assert SPEC not in page, name  # a reader has no such file
+
+
+def test_no_file_of_the_project_sends_a_reader_to_the_specification() -> None:
+    """The implementers' specification is not part of the project: the code, its docs and
+    its tests cite the papers and the project's own pages."""
+    root = DOCS.parent
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    citing = [
+        name
+        for name in tracked
+        if name.endswith((".py", ".rst", ".md", ".js", ".html", ".toml"))
+        and SPEC in (root / name).read_text(errors="replace")
+    ]
+    assert citing == []
