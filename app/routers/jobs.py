@@ -26,7 +26,9 @@ def _answer(doc: dict[str, Any], response: Response) -> JobPublic:
     return JobPublic(**doc)
 
 
-_RUNNING = {202: {"model": JobPublic, "description": "the job, still running (see Location)"}}
+_RUNNING: dict[int | str, dict[str, Any]] = {
+    202: {"model": JobPublic, "description": "the job, still running (see Location)"}
+}
 
 
 @router.post("/models/{name}/backtest", tags=["models"], responses=_RUNNING)

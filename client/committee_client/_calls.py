@@ -190,7 +190,9 @@ def backtest(
     wait: float | None,
 ) -> Call[Job]:
     one = isinstance(learner, str | Mapping)
-    specs = [learner] if one else list(learner)  # type: ignore[list-item]
+    specs: list[Mapping[str, Any] | str] = (
+        [learner] if isinstance(learner, str | Mapping) else list(learner)
+    )
     plain = [{"kind": s} if isinstance(s, str) else dict(s) for s in specs]
     body: dict[str, Any] = {"learner": plain[0] if one else plain, "points": points}
     if from_version is not None:
