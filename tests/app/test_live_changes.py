@@ -273,3 +273,50 @@ def test_another_host_takes_a_new_experts_vote_at_once(
         unknown = _learn(cb, "m", {"ghost": "dog"}, "dog")
         assert unknown.status_code == 422 and "ghost" in unknown.text
         assert a.stop() == 0 and b.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "learner",
+    [
+        {
+            "kind": "v-combine",
+            "learners": [
+                {"kind": "recycling", "size": 8, "learner": {"kind": "committee", "alpha": a}}
+                for a in (1.1, 2.0)
+            ],
+        },
+        {"kind": "bagging", "n_models": 3, "learner": {"kind": "committee"}},
+    ],
+    ids=["v-combine", "bagging"],
+)
+def test_nested_learners_grow_live_as_a_replay_does(
+    client: httpx.Client, model_name: str, api_settings: Any, learner: dict[str, Any]
+) -> None:
+    """V-Combine (its members, stored hypotheses and buffers) and an ensemble take new
+    experts, a retired one and a new label in the middle of their trials, and the
+    served model equals a replay of its log."""
+    c, name = client, model_name
+    made = c.post("/v1/models", json={"name": name, **FUSION, "learner": learner})
+    assert made.status_code == 201, made.text
+    rng = np.random.default_rng(11)
+    experts, labels = ["cnn", "svm", "rf"], ["cat", "dog", "bird"]
+    for change in (
+        None,
+        ("experts", {"add": ["vit"]}),
+        ("labels", {"add": ["fox"]}),
+        ("experts", {"retire": ["svm"]}),
+    ):
+        if change is not None:
+            r = c.post(f"/v1/models/{name}/{change[0]}", json=change[1])
+            assert r.status_code == 200, r.text
+            body = r.json()
+            labels = body["labels"]
+            retired = body["input"]["experts"].get("retired", [])
+            experts = [e for e in body["input"]["experts"]["expert_names"] if e not in retired]
+        for _ in range(30):
+            y = labels[int(rng.integers(len(labels)))]
+            assert _learn(c, name, _votes(rng, experts, labels), y).status_code == 200
+    served = c.get(f"/v1/models/{name}/state").json()
+    rep = replay(api_settings.redis_url, api_settings.key_prefix, name)
+    assert served["model_version"] == rep.model.version == 123
+    assert_same_state(orjson.loads(rep.model.export()), served["state"])
