@@ -16,7 +16,7 @@ import asyncio
 import itertools
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -25,9 +25,19 @@ from pydantic import TypeAdapter
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from committee_client import _calls as calls
 from committee_client._calls import encode, predict_item
 from committee_client.errors import CommitteeError, ConnectionFailed, from_response
-from committee_client.types import BatchItem, Instance, Label, Labelled, Learned, Prediction
+from committee_client.types import (
+    BatchItem,
+    Instance,
+    Job,
+    Label,
+    Labelled,
+    Learned,
+    Model,
+    Prediction,
+)
 
 __all__ = ["AsyncStream"]
 
@@ -37,8 +47,29 @@ RATE_RETRY_AFTER = "1"  # a close frame has no Retry-After; the service never as
 WINDOW = 256
 READERS: dict[str, TypeAdapter[Any]] = {
     op: TypeAdapter(BatchItem[cls])  # type: ignore[valid-type]
-    for op, cls in (("predict", Prediction), ("label", Labelled), ("learn", Learned))
+    for op, cls in (
+        ("predict", Prediction),
+        ("label", Labelled),
+        ("learn", Learned),
+        ("experts", Model),
+        ("features", Model),
+        ("labels", Model),
+        ("rollback", Model),
+        ("backtest", Job),
+    )
 }
+
+
+def admin_message(op: str, **fields: Any) -> dict[str, Any]:
+    """The body of an admin op (a change of input, a rollback, a backtest), with the
+    fields given (None left out), as the REST client sends them."""
+    body: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+    if op == "backtest":
+        body["learner"] = calls.backtest("", fields["learner"], None, 100, None).body["learner"]
+    for k in ("add", "retire"):
+        if k in body:
+            body[k] = list(body[k])
+    return body
 
 
 class HandshakeLog(logging.LoggerAdapter[logging.Logger]):
@@ -201,6 +232,41 @@ class AsyncStream:
 
     async def learn(self, instance: Instance, label: Label) -> Learned:
         result: Learned = await self._one("learn", {"instance": dict(instance), "label": label})
+        return result
+
+    async def change_experts(
+        self, add: Sequence[str] | None = None, retire: Sequence[str] | None = None
+    ) -> Model:
+        """As ``Client.change_experts`` (an admin key's); the model as it is then."""
+        result: Model = await self._one("experts", admin_message("experts", add=add, retire=retire))
+        return result
+
+    async def add_features(self, add: Sequence[str]) -> Model:
+        result: Model = await self._one("features", admin_message("features", add=add))
+        return result
+
+    async def add_labels(self, add: Sequence[Label]) -> Model:
+        result: Model = await self._one("labels", admin_message("labels", add=add))
+        return result
+
+    async def rollback(self, version: int) -> Model:
+        result: Model = await self._one("rollback", admin_message("rollback", version=version))
+        return result
+
+    async def backtest(
+        self,
+        learner: Mapping[str, Any] | str | Sequence[Mapping[str, Any] | str],
+        from_version: int | None = None,
+        *,
+        points: int = 100,
+        wait: float | None = None,
+    ) -> Job:
+        """As ``Client.backtest``: the job, done or running (follow it with the REST
+        client's ``wait_job``)."""
+        body = admin_message(
+            "backtest", learner=learner, from_version=from_version, points=points, wait=wait
+        )
+        result: Job = await self._one("backtest", body)
         return result
 
     async def _many(self, op: str, items: Iterable[Any]) -> list[BatchItem[Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from types import TracebackType
 from typing import Any
@@ -18,12 +18,22 @@ from committee_client._stream import (
     HANDSHAKE_LOG,
     READERS,
     WINDOW,
+    admin_message,
     closed_error,
     messages,
     open_error,
 )
 from committee_client.errors import CommitteeError, ConnectionFailed
-from committee_client.types import BatchItem, Instance, Label, Labelled, Learned, Prediction
+from committee_client.types import (
+    BatchItem,
+    Instance,
+    Job,
+    Label,
+    Labelled,
+    Learned,
+    Model,
+    Prediction,
+)
 
 __all__ = ["Stream"]
 
@@ -112,6 +122,41 @@ class Stream:
 
     def learn(self, instance: Instance, label: Label) -> Learned:
         result: Learned = self._one("learn", {"instance": dict(instance), "label": label})
+        return result
+
+    def change_experts(
+        self, add: Sequence[str] | None = None, retire: Sequence[str] | None = None
+    ) -> Model:
+        """As ``Client.change_experts`` (an admin key's); the model as it is then."""
+        result: Model = self._one("experts", admin_message("experts", add=add, retire=retire))
+        return result
+
+    def add_features(self, add: Sequence[str]) -> Model:
+        result: Model = self._one("features", admin_message("features", add=add))
+        return result
+
+    def add_labels(self, add: Sequence[Label]) -> Model:
+        result: Model = self._one("labels", admin_message("labels", add=add))
+        return result
+
+    def rollback(self, version: int) -> Model:
+        result: Model = self._one("rollback", admin_message("rollback", version=version))
+        return result
+
+    def backtest(
+        self,
+        learner: Mapping[str, Any] | str | Sequence[Mapping[str, Any] | str],
+        from_version: int | None = None,
+        *,
+        points: int = 100,
+        wait: float | None = None,
+    ) -> Job:
+        """As ``Client.backtest``: the job, done or running (follow it with the client's
+        ``wait_job``)."""
+        body = admin_message(
+            "backtest", learner=learner, from_version=from_version, points=points, wait=wait
+        )
+        result: Job = self._one("backtest", body)
         return result
 
     def _many(self, op: str, items: Iterable[Any]) -> list[BatchItem[Any]]:

@@ -177,3 +177,21 @@ def test_backtest_async(service_url: str, name: str) -> None:
             assert (await c.cancel_job(job.id)).status == "done"
 
     asyncio.run(main())
+
+
+def test_admin_operations_over_an_async_stream(service_url: str, name: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(service_url) as c:
+            await c.create_model(name, **FUSION)
+            async with c.stream(name) as s:
+                await s.learn({"experts": {"cnn": "dog"}}, "dog")
+                grown = await s.change_experts(add=["vit"])
+                assert grown.input["experts"]["expert_names"][-1] == "vit"
+                assert (await s.add_labels(["fox"])).labels[-1] == "fox"
+                assert (await s.rollback(1)).version == 4
+                job = await s.backtest({"kind": "committee", "alpha": 2.0}, wait=0)
+                assert job.running
+            ended = await c.wait_job(job.id, timeout=60, every=0.05)
+            assert ended.result is not None and ended.result.candidates[0].trials == 1
+
+    asyncio.run(main())

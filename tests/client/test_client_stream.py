@@ -14,8 +14,10 @@ from committee_client import (
     Conflict,
     ConnectionFailed,
     InvalidInput,
+    Job,
     Labelled,
     Learned,
+    Model,
     NotFound,
     Prediction,
 )
@@ -95,3 +97,27 @@ def test_unknown_model_and_no_service(client: Client, name: str) -> None:
     with pytest.raises(ConnectionFailed) as e, Client(f"http://127.0.0.1:{free_port()}") as c:
         c.stream("m").__enter__()
     assert e.value.sent is False
+
+
+def test_admin_operations_over_the_stream(client: Client, name: str) -> None:
+    client.create_model(name, **FUSION)
+    with client.stream(name) as s:
+        for _ in range(4):
+            s.learn({"experts": {"cnn": "dog", "svm": "cat"}}, "dog")
+        grown = s.change_experts(add=["vit"], retire=["svm"])
+        assert isinstance(grown, Model) and grown.version == 5
+        assert grown.input["experts"]["retired"] == ["svm"]
+        assert s.add_labels(["fox"]).labels == ["cat", "dog", "bird", "fox"]
+        s.learn({"experts": {"vit": "fox"}}, "fox")
+        back = s.rollback(3)
+        assert back.version == 8 and back.labels[-1] == "fox"  # what it gained stays
+        job = s.backtest(["weighted-majority", FUSION["learner"]], from_version=0, points=4)
+        assert isinstance(job, Job) and job.status == "done" and job.result is not None
+        assert job.result.resets == [8] and len(job.result.candidates) == 2
+        with pytest.raises(InvalidInput) as e:
+            s.add_features(["f"])
+        assert e.value.field == "features"
+        with pytest.raises(InvalidInput) as e:
+            s.rollback(99)
+        assert e.value.field == "version"
+    assert client.model(name).version == 8
