@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi import APIRouter, Request, Response, status
 from pydantic import Discriminator, Tag
 
-from app.auth import Auth, principal_of
+from app.auth import Auth, Principal, principal_of
 from app.deps import IdempotencyKeyDep, NameDep, ServiceDep
+from app.errors import Forbidden
 from app.routers._lean import idempotency
 from app.schemas import (
     Counters,
@@ -24,9 +25,10 @@ from app.schemas import (
     StatePublic,
     StateUpdate,
 )
+from app.service import ModelService
 from models.registry import describe
 from storage.errors import Full, ModelNotFound
-from storage.repository import StoredModel
+from storage.repository import Idempotency, StoredModel
 
 router = APIRouter(prefix="/v1", tags=["models"])
 
@@ -73,7 +75,20 @@ async def create_model(
     there. The fork's log starts with that state, as an import."""
     idem = idempotency(key, "create", body.name, await request.body())
     request.scope["committee.model"] = body.name
-    principal = principal_of(request.scope)
+    auth: Auth = request.app.state.auth
+    return await make_model(service, auth, principal_of(request.scope), body, idem)
+
+
+async def make_model(
+    service: ModelService,
+    auth: Auth,
+    principal: Principal,
+    body: ModelCreate | ModelFork,
+    idem: Idempotency | None,
+) -> ModelPublic:
+    """Create or fork a model for ``principal``: within its key's models and its quota of
+    models (:class:`Forbidden` and :class:`Full` otherwise); a fork's source must be
+    within its models too (as if missing otherwise)."""
     if isinstance(body, ModelFork) and not principal.sees(body.from_.model):
         raise ModelNotFound(body.from_.model)  # the same answer as a missing model
 
@@ -89,11 +104,10 @@ async def create_model(
     if principal.key is None:
         return await make()
     if not principal.sees(body.name):
-        raise HTTPException(
-            403, f"this key makes models matching {principal.key.models!r} only, not {body.name!r}"
+        raise Forbidden(
+            f"this key makes models matching {principal.key.models!r} only, not {body.name!r}"
         )
     # the model counts against the key's quota from before it exists until it is deleted
-    auth: Auth = request.app.state.auth
     most = auth.limiter.limits(principal.key).max_models
     reserved = await auth.store.reserve(body.name, principal.key.id, most)
     if reserved == "full":

@@ -1,11 +1,13 @@
 """``WS /v1/models/{name}/stream``: predict, label and learn over one connection, and the
-changes of the model's input.
+admin operations on the model.
 
-Each text message is one JSON request, ``{"op": "predict" | "label" | "learn" | "experts"
-| "features" | "labels" | "rollback" | "backtest", "id": ..., ...}`` with the fields of the
-REST call of that name (the changes' ``add`` and ``retire``, a rollback's ``version``, a
-backtest's ``learner``, ``from_version``, ``points`` and ``wait``, and an optional
-``idempotency_key``); each gets one answer, in order,
+Each text message is one JSON request, ``{"op": ..., "id": ..., ...}``, with the fields
+of the REST call of that name: ``predict``, ``label``, ``learn``; the changes of input
+``experts``, ``features`` and ``labels`` (``add``, ``retire``); ``rollback``
+(``version``); ``backtest`` (``learner``, ``from_version``, ``points``, ``wait``); and
+``fork``, which makes model ``name`` from this one at ``version`` (``learner``,
+``label_ttl`` and ``max_active`` as ``POST /v1/models`` takes them). Writes may carry an
+``idempotency_key``. Each request gets one answer, in order,
 ``{"id": ..., "result": {...}}`` or ``{"id": ..., "error": {"status", "message",
 "field"}}``. A bad message gets an error and the stream goes on. An unknown model closes
 the stream with code 4404.
@@ -20,9 +22,9 @@ While auth is on, the handshake needs a write key (``Authorization: Bearer``): w
 one the stream is closed with 4401, 4403 for a read key, 4404 for a model outside the
 key's tenancy, and 4401 as soon as the key is revoked. Each request is a trial of the
 key's rate limit; one over it is answered with a 429 error and the stream goes on. A
-change of the input needs an admin key (a 403 error otherwise) and is audited as the
-REST call is; so do a rollback and a backtest (whose answer is its job, as
-``POST .../backtest`` answers it: follow a running one with ``GET /v1/jobs/{id}``).
+admin operation needs an admin key (a 403 error otherwise) and is audited as its REST
+call is; a fork stays within the key's models and quota, and a backtest is answered with
+its job (follow a running one with ``GET /v1/jobs/{id}``).
 
 Limits (settings): a message over ``ws_max_message_bytes`` closes the stream with 1009,
 more than ``ws_max_connections`` streams per worker are closed at once with 1013, and a
@@ -43,7 +45,7 @@ from pydantic import BaseModel, ValidationError
 from app.auth import Auth, Principal, principal_of
 from app.errors import BadInput, Forbidden
 from app.routers._lean import idempotency
-from app.routers.models import public
+from app.routers.models import make_model, public
 from app.routers.trials import Admit
 from app.schemas import (
     BacktestCreate,
@@ -51,6 +53,7 @@ from app.schemas import (
     FeaturesChange,
     JobPublic,
     LabelsChange,
+    ModelFork,
     Rollback,
 )
 from app.service import ModelService
@@ -72,6 +75,7 @@ _FIELDS = {
     "labels": ({"add"}, {"idempotency_key"}),
     "rollback": ({"version"}, {"idempotency_key"}),
     "backtest": ({"learner"}, {"from_version", "points", "wait", "idempotency_key"}),
+    "fork": ({"name"}, {"version", "learner", "label_ttl", "max_active", "idempotency_key"}),
 }
 #: the admin operations, each with its body's schema and its audit action
 _CHANGES: dict[str, tuple[type[BaseModel], str]] = {
@@ -80,6 +84,7 @@ _CHANGES: dict[str, tuple[type[BaseModel], str]] = {
     "labels": (LabelsChange, "add labels"),
     "rollback": (Rollback, "roll back"),
     "backtest": (BacktestCreate, "backtest"),
+    "fork": (ModelFork, "create model"),
 }
 _END = object()
 _INT64 = 2**63
@@ -134,8 +139,11 @@ class Request:
         change = None
         if op in _CHANGES:
             body = {f: msg[f] for f in msg.keys() - {"op", "id", "idempotency_key"}}
+            if op == "fork":  # of this stream's model
+                body["from"] = {"model": name, "version": body.pop("version", None)}
             try:
-                change = _CHANGES[op][0].model_validate(body).model_dump(exclude_none=True)
+                checked = _CHANGES[op][0].model_validate(body)
+                change = checked.model_dump(exclude_none=True, by_alias=True)
             except ValidationError as e:
                 err = e.errors()[0]
                 field = ".".join(str(p) for p in err["loc"]) or op
@@ -230,13 +238,17 @@ async def _change(
     REST call makes it: an admin key's, audited; the answer, and whether the model is
     gone."""
     action = _CHANGES[r.op][1]
+    target = r.args[0]["name"] if r.op == "fork" else name
     if not principal.may("admin"):
         e = Forbidden(f"op {r.op!r} is an admin operation: it needs an admin key")
         await auth.audit(principal, f"denied stream {r.op}", name, 403, str(e))
         return _error(r.id, e), False
     body = r.args[0]
     try:
-        if r.op == "backtest":
+        if r.op == "fork":
+            fork = ModelFork.model_validate(body)
+            answer = (await make_model(service, auth, principal, fork, r.idem)).model_dump()
+        elif r.op == "backtest":
             learner = body["learner"]
             doc = await service.backtests.start(
                 name,
@@ -257,9 +269,9 @@ async def _change(
         status = error_status(e)[0]
         if status == 500:
             log.exception("stream of model %s: %s", name, e)
-        await auth.audit(principal, action, name, status, f"stream: {e}"[:200])
+        await auth.audit(principal, action, target, status, f"stream: {e}"[:200])
         return _error(r.id, e), isinstance(e, ModelNotFound)
-    await auth.audit(principal, action, name, 200, "stream")
+    await auth.audit(principal, action, target, 200, "stream")
     return _result(r.id, answer), False
 
 

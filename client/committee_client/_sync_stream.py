@@ -143,6 +143,21 @@ class Stream:
         result: Model = self._one("rollback", admin_message("rollback", version=version))
         return result
 
+    def fork_model(
+        self,
+        name: str,
+        version: int | None = None,
+        *,
+        learner: Mapping[str, Any] | str | None = None,
+        label_ttl: float | None = None,
+    ) -> Model:
+        """As ``Client.fork_model``, from this stream's model: model ``name`` made from its
+        state at ``version`` (None: now), or ``learner`` trained on its log up to there."""
+        spec = {"kind": learner} if isinstance(learner, str) else learner
+        body = admin_message("fork", name=name, version=version, learner=spec, label_ttl=label_ttl)
+        result: Model = self._one("fork", body)
+        return result
+
     def backtest(
         self,
         learner: Mapping[str, Any] | str | Sequence[Mapping[str, Any] | str],

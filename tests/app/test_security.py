@@ -265,6 +265,22 @@ def test_a_change_over_the_stream_needs_an_admin_key_and_is_audited(service: Set
     assert {("denied stream labels", 403), ("add labels", 422)} <= actions
 
 
+def test_a_fork_over_the_stream_is_an_admins_and_is_audited(service: Setup) -> None:
+    url = service.url.replace("http://", "ws://") + "/v1/models/acme-1/stream"
+    answers = {}
+    for kind in ("write", "admin"):
+        with connect(url, additional_headers=service.headers(kind), open_timeout=30) as ws:
+            ws.send(json.dumps({"op": "fork", "id": kind, "name": "acme-fork"}))
+            answers[kind] = json.loads(ws.recv(timeout=30))
+    assert answers["write"]["error"]["status"] == 403, answers
+    assert answers["admin"]["result"]["name"] == "acme-fork", answers
+    assert service.call("admin", "GET", "/v1/models/acme-fork").status_code == 200
+    entries = service.call("admin", "GET", "/v1/audit?limit=50").json()["entries"]
+    assert ("create model", "acme-fork", 200) in {
+        (e["action"], e["model"], e["status"]) for e in entries
+    }
+
+
 def test_a_stream_stops_once_its_key_is_revoked(service: Setup) -> None:
     made = service.call("admin", "POST", "/v1/keys", {"scope": "write", "name": "short-lived"})
     key, key_id = made.json()["key"], made.json()["id"]

@@ -114,6 +114,11 @@ def test_admin_operations_over_the_stream(client: Client, name: str) -> None:
         job = s.backtest(["weighted-majority", FUSION["learner"]], from_version=0, points=4)
         assert isinstance(job, Job) and job.status == "done" and job.result is not None
         assert job.result.resets == [8] and len(job.result.candidates) == 2
+        fork = s.fork_model(f"{name}-f", 4, learner="weighted-majority")
+        assert fork.learner == {"kind": "weighted-majority"} and fork.labels == FUSION["labels"]
+        assert s.fork_model(f"{name}-now").labels[-1] == "fox"
+        with pytest.raises(Conflict):
+            s.fork_model(f"{name}-f")
         with pytest.raises(InvalidInput) as e:
             s.add_features(["f"])
         assert e.value.field == "features"
