@@ -69,7 +69,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = connect(url)
+        # a write waits up to ack_timeout_ms for its replica (WAIT) on the shared script
+        # connection: its watchdog waits that long and the usual 5 s beyond
+        client = connect(url, timeout=5.0 + settings.ack_timeout_ms / 1000)
         # kernels compile in a thread; /readyz waits for them, and so does the first learner
         warmup = Warmup() if settings.warmup else None
         if warmup is not None:

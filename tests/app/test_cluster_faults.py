@@ -27,8 +27,10 @@ from _procs import (
     replay,
     wait_folded,
 )
+from _server import ServerThread
 from _workers import from_each_worker
 
+from app.config import Settings
 from storage.cluster_server import LocalSentinel, RedisCluster
 from storage.keys import Keys
 from storage.topology import SentinelConnection, parse_topology
@@ -303,3 +305,30 @@ def check_replay(
     assert rep.model.version == state["model_version"]
     assert_same_state(orjson.loads(rep.model.export()), state["state"])
     check_answers(rep, load.predicted, load.labelled, load.learned)
+
+
+def test_a_write_waiting_its_whole_ack_timeout_for_a_replica_is_a_503_that_says_so(
+    sentinel: LocalSentinel,
+) -> None:
+    """A write waits up to COMMITTEE_ACK_TIMEOUT_MS for its replica on the shared script
+    connection, whose watchdog must outwait it: the answer is the write's own 503, and
+    the connection serves the next write."""
+    settings = Settings(
+        redis_url=sentinel.url, key_prefix="slow", ack="replicated", ack_timeout_ms=5_500
+    )
+    model = {"name": "m", "labels": ["a", "b"], "input": {"attributes": {"n_features": 2}}}
+    learn = {"instance": {"features": [1, 0]}, "label": "a"}
+    with ServerThread(settings) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        made = c.post("/v1/models", json={**model, "learner": {"kind": "winnow"}})
+        assert made.status_code == 201, made.text
+        assert c.post("/v1/models/m/learn", json=learn).status_code == 200
+        replica = sentinel.processes[sentinel.replica].pid
+        os.kill(replica, signal.SIGSTOP)
+        try:
+            r = c.post("/v1/models/m/learn", json=learn)
+        finally:
+            os.kill(replica, signal.SIGCONT)
+        assert r.status_code == 503, r.text
+        assert "within 5500 ms" in r.json()["detail"], r.text
+        again = c.post("/v1/models/m/learn", json=learn)
+        assert again.status_code == 200, again.text
