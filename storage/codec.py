@@ -176,8 +176,11 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
         if b"p" not in f or b"t" not in f:
             raise CorruptData(f"log entry {seq}: a label entry needs fields p and t")
         p = parse_int(f[b"p"], f"log entry {seq} prediction", 0, n_classes - 1)
-        v = f.get(b"v", b"")  # none in entries written before it was kept
-        at = parse_int(v, f"log entry {seq} served version", 0, seq - 1) if v else -1
+        # the version that served it: advisory (a backtest predicts there), so one the
+        # entry cannot have (none before it was kept; after a failover lost entries, a
+        # version beyond the label's) is unknown rather than a fault of the entry
+        v = f.get(b"v", b"")
+        at = int(v) if v.isdigit() and len(v) <= 18 and int(v) < seq else -1
         return LogEntry(seq, "label", x, y, p, f[b"t"].decode("ascii", "replace"), b"", at)
     key = f.get(b"i", b"")
     if len(key) > 255 or not all(0x21 <= c <= 0x7E for c in key):

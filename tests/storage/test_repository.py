@@ -368,3 +368,31 @@ async def test_a_change_is_an_entry_checked_against_the_input_it_was_made_for(
     # a snapshot keeps the input its state was learned with
     assert await store.save_snapshot("m", inc, 5, b"{}", b"", 2, space=wider)
     assert (await store.read_snapshot("m")).space == orjson.loads(wider)  # type: ignore[union-attr]
+
+
+def test_a_label_entry_names_the_version_that_served_it_when_it_can() -> None:
+    x = x_bytes(1)
+    base = [b"k", b"l", b"t", b"t1", b"x", x, b"y", b"1", b"p", b"0"]
+    at = [decode_entry(b"7-0", [*base, b"v", v, b"w", b"1"], 4, 2).served_at for v in (b"3", b"6")]
+    assert at == [3, 6]
+    # unknown, never a fault of the entry: none (older entries), a version the label
+    # cannot come after, a value the service does not write
+    for fields in (base, *([*base, b"v", v] for v in (b"", b"7", b"99", b"-1", b"x" * 40))):
+        e = decode_entry(b"7-0", fields, 4, 2)
+        assert (e.kind, e.predicted, e.served_at) == ("label", 0, -1)
+
+
+async def test_a_label_is_logged_with_the_version_its_prediction_was_served_at(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(3)])
+    items = [("t1", x_bytes(1), 1, b"\x00" * 16)]
+    _, res = await store.predict(
+        "m", inc, 2, strict=False, ttl_ms=60_000, fold=b"", limit=0, most_pending=10, items=items
+    )  # served by a worker at version 2 of 3
+    assert res is not None and res[0].status == "ok"
+    _, got = await store.label("m", inc, 3, fold=b"", limit=0, items=[("t1", 0)])
+    assert got[0].status == "ok" and got[0].seq == 4
+    (entry,) = [decode_entry(i, f, 4, 2) for i, f in await store.read_log("m", 3, 10)]
+    assert (entry.kind, entry.predicted, entry.served_at) == ("label", 1, 2)
