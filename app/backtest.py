@@ -34,7 +34,7 @@ from typing import Any
 
 from app.live import LiveModel
 from models.core.learner import UpdateRefused
-from storage.codec import LogEntry, decode_entry, entry_kind, parse_int
+from storage.codec import LogEntry, decode_entry, entry_kind, parse_int, served_at
 from storage.errors import CorruptData
 from storage.repository import RawEntry
 
@@ -112,7 +112,7 @@ class Replay:
             self.read = seq
             self.ahead.append((entry_id, fields))
             if entry_kind(fields) == b"l":
-                at = _served_at(fields, seq)
+                at = served_at(fields, seq)
                 if at >= self.at:  # still to come: predicted there
                     self.due.setdefault(at, []).append((entry_id, fields))
 
@@ -227,12 +227,3 @@ class Replay:
                 r.late += 1
         r.trials += 1
         r.mistakes += predicted != y
-
-
-def _served_at(fields: list[bytes], seq: int) -> int:
-    """The version that served a label entry's prediction; -1 when it does not say."""
-    for i in range(0, len(fields) - 1, 2):
-        if fields[i] == b"v":
-            v = fields[i + 1]
-            return int(v) if v.isdigit() and int(v) < seq else -1
-    return -1

@@ -26,6 +26,7 @@ __all__ = [
     "entry_stamp",
     "fold_id",
     "parse_int",
+    "served_at",
     "valid_stamp",
 ]
 
@@ -150,6 +151,22 @@ class LogEntry(NamedTuple):
     served_at: int = -1
 
 
+def served_at(fields: list[bytes], seq: int) -> int:
+    """The version that served the prediction of label entry ``seq`` (its flat field
+    list), -1 when it does not say (see :func:`_served_at`)."""
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == b"v":
+            return _served_at(fields[i + 1], seq)
+    return -1
+
+
+def _served_at(v: bytes, seq: int) -> int:
+    """Advisory (a backtest predicts there): a version the entry cannot have (none before
+    it was kept; after a failover lost entries, one beyond the label's) is unknown, -1,
+    rather than a fault of the entry."""
+    return int(v) if v.isdigit() and len(v) <= 18 and int(v) < seq else -1
+
+
 def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int) -> LogEntry:
     """Decode one stream entry as returned by XRANGE (id, flat field list)."""
     sid = entry_id.decode("ascii", "replace")
@@ -176,11 +193,7 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
         if b"p" not in f or b"t" not in f:
             raise CorruptData(f"log entry {seq}: a label entry needs fields p and t")
         p = parse_int(f[b"p"], f"log entry {seq} prediction", 0, n_classes - 1)
-        # the version that served it: advisory (a backtest predicts there), so one the
-        # entry cannot have (none before it was kept; after a failover lost entries, a
-        # version beyond the label's) is unknown rather than a fault of the entry
-        v = f.get(b"v", b"")
-        at = int(v) if v.isdigit() and len(v) <= 18 and int(v) < seq else -1
+        at = _served_at(f.get(b"v", b""), seq)
         return LogEntry(seq, "label", x, y, p, f[b"t"].decode("ascii", "replace"), b"", at)
     key = f.get(b"i", b"")
     if len(key) > 255 or not all(0x21 <= c <= 0x7E for c in key):
