@@ -18,13 +18,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from app.backtest import Replay, Run
 from app.budget import Limits
 from app.config import Settings
 from app.errors import BadInput
 from app.live import LiveModel, LogRange, Start, plan_model
 from storage.errors import Conflict, CorruptData, Full, StorageError
-from storage.jobs import JobStore
+from storage.jobs import MAX_JOB_BYTES, JobStore
 from storage.repository import Idempotency, LogGap, ModelStore, StoredModel, with_space
 
 __all__ = ["Backtests"]
@@ -33,6 +35,7 @@ log = logging.getLogger("committee.jobs")
 CHUNK = 2_048  # log entries read per step
 SAVE_EVERY = 0.5  # seconds between writes of a running job's progress
 SILENT_MS = 120_000  # a running job not written for this long lost its worker
+MAX_SPECS = MAX_JOB_BYTES // 4  # bytes of candidate specs a job keeps
 
 Starts = Callable[[str], Awaitable[tuple[StoredModel, list[Start], LogRange]]]
 StateAt = Callable[..., Awaitable[LiveModel]]
@@ -90,6 +93,9 @@ class Backtests:
                 f"{len(learners)} learners: a backtest takes at most {s.backtest_max_learners} "
                 "(backtest_max_learners)",
             )
+        specs = len(orjson.dumps(learners))
+        if specs > MAX_SPECS:  # the job keeps them twice: as asked, and beside each result
+            raise BadInput("learner", f"learner specs of {specs} bytes: at most {MAX_SPECS}")
         job_id = secrets.token_hex(16) if idem is None else _job_id(name, idem.key)
         if idem is not None:  # a retry: the job the first request made
             earlier = await self.jobs.find(job_id, idem.digest)

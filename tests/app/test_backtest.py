@@ -166,6 +166,7 @@ def test_a_backtest_refuses_what_it_cannot_replay(client: httpx.Client, model_na
     bad = refused({"learner": [OTHER, {"kind": "committee", "alpha": -1}]})
     assert "['body', 'learner', '1', 'alpha']" in bad
     assert "backtest_max_learners" in refused({"learner": [OTHER] * 5})
+    assert "bytes: at most" in refused({"learner": {**OTHER, "note": "x" * 300_000}})
     assert "learner" in refused({"learner": "committee"})
     assert "extra" in refused({"learner": OTHER, "fro_version": 1})
     assert c.post("/v1/models/nobody/backtest", json={"learner": OTHER}).status_code == 404
