@@ -234,9 +234,9 @@ async def _apply(
 async def _change(
     service: ModelService, name: str, r: Request, principal: Principal, auth: Auth
 ) -> tuple[bytes, bool]:
-    """An admin operation (a change of the model's input, a rollback, a backtest), as its
-    REST call makes it: an admin key's, audited; the answer, and whether the model is
-    gone."""
+    """An admin operation (a change of the model's input, a rollback, a fork, a
+    backtest), as its REST call makes it: an admin key's, audited; the answer, and
+    whether the model is gone."""
     action = _CHANGES[r.op][1]
     target = r.args[0]["name"] if r.op == "fork" else name
     if not principal.may("admin"):
