@@ -34,7 +34,7 @@ Params = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Reading:
-    """One candidate reading: parameters that replace the project's current ones.
+    """One candidate reading: parameters that replace the learners' own defaults.
 
     ``balanced``, ``perceptron`` and ``alma`` go to the binary learner inside each basic
     sub-expert algorithm of that kind; ``subexpert`` to the sub-expert conversion of the
@@ -83,7 +83,11 @@ _TIES = {"subexpert_z": "runner_up"}
 _C = {"C": 0.1}
 
 _SINGLE = (
-    Reading("current", "the project's defaults"),
+    Reading(
+        "current",
+        "the learners' own defaults: ALMA's C = sqrt 2, Balanced Winnow from w+ = w- = 1, "
+        "u = 5 at every p",
+    ),
     Reading("alma-C=0.1", "ALMA's learning-rate scale C = 0.1 (default sqrt 2)", alma=_C),
     Reading("alma-C=0.3", "ALMA's C = 0.3", alma={"C": 0.3}),
     Reading("alma-C=0.5", "ALMA's C = 0.5", alma={"C": 0.5}),

@@ -35,6 +35,7 @@ __all__ = [
     "RunResult",
     "algorithm_name",
     "basic_algorithms",
+    "job_vr_combine_spec",
     "member_names",
     "run_job",
     "run_jobs",
@@ -59,14 +60,17 @@ def algorithm_name(spec: dict[str, Any]) -> str:
     return "Perceptron"
 
 
-def basic_algorithms(alma_C: float | None = None) -> list[tuple[str, dict[str, Any]]]:
+def basic_algorithms(
+    alma_C: float | None = None, balanced_init: tuple[float, float] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
     """S4's 31 basic algorithms as (name, spec), in the order that breaks ties between
-    members (models.voting.presets).
+    members (models.voting.presets; None keeps a learner's own default).
 
     >>> [name for name, _ in basic_algorithms()][13:18]
     ['Balanced(1.55)', 'Balanced(1.6)', 'Perceptron', 'ALMA(2)', 'ALMA(2.5)']
     """
-    return [(algorithm_name(spec), spec) for spec in presets.basic_algorithms(alma_C=alma_C)]
+    specs = presets.basic_algorithms(alma_C=alma_C, balanced_init=balanced_init)
+    return [(algorithm_name(spec), spec) for spec in specs]
 
 
 def vr_combine_spec(
@@ -110,7 +114,12 @@ class Job:
     test: int = 50_000
     curves: bool = False
     check: int = 200  # test instances checked against predict_class
-    alma_C: float | None = None  # ALMA's scale C (docs/readings.rst); None: ALMA's default
+    # The readings of what the paper leaves open (docs/investigation.rst); None keeps the
+    # learners' own defaults. ALMA's scale C; Balanced Winnow's initial (w+, w-); recycling's
+    # update cap u on noise-free data (the paper: u = infinity when there is no noise).
+    alma_C: float | None = None
+    balanced_init: tuple[float, float] | None = None
+    noise_free_updates: int | None = None
 
     def seeds(self) -> tuple[np.random.Generator, np.random.Generator]:
         """Independent training and test generators."""
@@ -147,7 +156,7 @@ def _build(cls: type[_L], spec: dict[str, Any], problem: MajorityProblem) -> _L:
     return learner
 
 
-def _basic_spec(alma_C: float | None) -> dict[str, Any]:
+def _basic_spec(alma_C: float | None, balanced_init: tuple[float, float] | None) -> dict[str, Any]:
     """B and A-B of the 31 basic algorithms as the members of one v-combine, whose vote is
     not used: so they learn in one compiled call per trial, like VR-Combine's members.
 
@@ -156,10 +165,21 @@ def _basic_spec(alma_C: float | None) -> dict[str, Any]:
     """
     plain = [
         {"kind": "recycling", "size": 1, "max_updates": 0, "learner": spec}
-        for _, spec in basic_algorithms(alma_C)
+        for _, spec in basic_algorithms(alma_C, balanced_init)
     ]
     averaged = [{"kind": "averaging", "learner": p} for p in plain]
     return {"kind": "v-combine", "learners": plain + averaged, "h": 2, "r": 0, "window": 0}
+
+
+def job_vr_combine_spec(job: Job) -> dict[str, Any]:
+    """The VR-Combine a job runs: S4's parameters with the job's readings (u = 5 on noisy
+    data, the job's ``noise_free_updates`` at p = 0 when it has one)."""
+    updates = 5 if job.noise != 0 or job.noise_free_updates is None else job.noise_free_updates
+    return {
+        **vr_combine_spec(max_updates=updates),
+        "alma_C": job.alma_C,
+        "balanced_init": None if job.balanced_init is None else list(job.balanced_init),
+    }
 
 
 def run_job(job: Job) -> RunResult:
@@ -179,8 +199,8 @@ def _run(job: Job) -> RunResult:
     problem = MajorityProblem(n=20, r=10, k=5, noise=job.noise)
     train_rng, test_rng = job.seeds()
     xs, ys, _ = problem.sample(job.trials, train_rng)
-    basic = _build(VCombine, _basic_spec(job.alma_C), problem)
-    vr = _build(VCombine, {**vr_combine_spec(), "alma_C": job.alma_C}, problem)
+    basic = _build(VCombine, _basic_spec(job.alma_C, job.balanced_init), problem)
+    vr = _build(VCombine, job_vr_combine_spec(job), problem)
     members = basic.learners_ + vr.learners_
     counts = np.zeros((job.trials, len(members) + 1), dtype=np.int32)
     seconds = {"basic": 0.0, "vr_combine": 0.0, "evaluate": 0.0}

@@ -531,7 +531,7 @@ class Learner:
                 f"state: expected format {st.FORMAT!r} version {st.VERSION}, "
                 f"got {doc['format']!r} version {version!r}"
             )
-        if doc["kind"] != self.kind or doc["params"] != self.spec():
+        if doc["kind"] != self.kind or not st.same_spec(doc["params"], self.spec()):
             raise st.InvalidState(f"state: made by {doc['params']!r}, not by {self.spec()!r}")
         counters = st.expect_keys(
             doc["counters"], "state.counters", {"trials", "mistakes", "updates", "version"}

@@ -28,6 +28,7 @@ __all__ = [
     "decode_array",
     "encode_array",
     "expect_keys",
+    "same_spec",
 ]
 
 FORMAT = "committee.state"
@@ -83,6 +84,20 @@ def decode_array(
     if finite and arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise InvalidState(f"{what}: contains non-finite values")
     return arr
+
+
+def same_spec(stored: Any, current: Any) -> bool:
+    """Whether a spec stored in a state document is ``current``, the spec of the learner
+    reading it. A parameter added to a kind after the document was written is absent from
+    it; it matches when the current value is null, the value that keeps the older behaviour
+    (nested specs are compared the same way)."""
+    if isinstance(stored, Mapping) and isinstance(current, Mapping):
+        return set(stored) <= set(current) and all(
+            same_spec(stored[k], v) if k in stored else v is None for k, v in current.items()
+        )
+    if isinstance(stored, list) and isinstance(current, list):
+        return len(stored) == len(current) and all(map(same_spec, stored, current))
+    return bool(stored == current)
 
 
 def expect_keys(doc: Any, what: str, keys: set[str]) -> Mapping[str, Any]:

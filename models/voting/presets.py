@@ -22,14 +22,23 @@ def basic_algorithms(
     ps: Sequence[float] = PS,
     perceptron: bool = True,
     alma_C: float | None = None,
+    balanced_init: Sequence[float] | None = None,
 ) -> list[dict[str, Any]]:
     """S4's basic sub-expert algorithms, in the order that breaks ties between members:
-    Balanced Winnow by ascending alpha, the Perceptron, ALMA by ascending p (with
-    learning-rate scale ``alma_C``, ALMA's own default when None: the paper does not give
-    it, see docs/readings.rst)."""
+    Balanced Winnow by ascending alpha, the Perceptron, ALMA by ascending p.
+
+    The paper gives neither ALMA's learning-rate scale nor Balanced Winnow's initial
+    weights (see docs/readings.rst): ``alma_C`` sets the first and ``balanced_init`` the
+    second as (w+, w-); None keeps the learner's own default (C = sqrt 2, w+ = w- = 1).
+    """
     alma = {} if alma_C is None else {"C": float(alma_C)}
+    start = (
+        {}
+        if balanced_init is None
+        else {"init_pos": float(balanced_init[0]), "init_neg": float(balanced_init[1])}
+    )
     out = [
-        {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": float(a)}}
+        {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": float(a), **start}}
         for a in sorted(alphas)
     ]
     if perceptron:
@@ -64,7 +73,7 @@ class VRCombine(VCombine):
 
     Parameters
     ----------
-    alphas, ps, perceptron, alma_C
+    alphas, ps, perceptron, alma_C, balanced_init
         Which basic algorithms (see :func:`basic_algorithms`).
     size, max_updates
         Instance recycling's store size s and update cap u.
@@ -81,6 +90,7 @@ class VRCombine(VCombine):
         "ps": RealArray(low=2.0, optional=False),
         "perceptron": Bool(),
         "alma_C": Real(0.0, low_open=True, optional=True),
+        "balanced_init": RealArray(low=0.0, optional=True),
         "size": Integer(1, 100_000),
         "max_updates": Integer(0, 10_000),
         "labels": Labels(),
@@ -94,6 +104,7 @@ class VRCombine(VCombine):
         ps: Sequence[float] = PS,
         perceptron: bool = True,
         alma_C: float | None = None,
+        balanced_init: Sequence[float] | None = None,
         size: int = 100,
         max_updates: int = 5,
         h: int = 20,
@@ -114,6 +125,7 @@ class VRCombine(VCombine):
         self.ps = ps
         self.perceptron = perceptron
         self.alma_C = alma_C
+        self.balanced_init = balanced_init
         self.size = size
         self.max_updates = max_updates
         super().__init__(
@@ -148,11 +160,24 @@ class VRCombine(VCombine):
                 self.alphas_ if any(a <= 1.0 for a in self.alphas_) else self.ps_,
                 "multipliers > 1 (alphas) and norms in [2, 64] (ps)",
             )
+        start = None if self.balanced_init is None else [float(w) for w in self.balanced_init]
+        if start is not None and (len(start) != 2 or min(start) <= 0.0):
+            raise InvalidParameter(
+                "balanced_init", start, "two initial weights [w+, w-], each > 0, or null"
+            )
+        self.balanced_init_ = start
         super()._check_params()
 
     def members(self) -> list[dict[str, Any]]:
-        basics = basic_algorithms(self.alphas_, self.ps_, self.perceptron, self.alma_C)
+        basics = basic_algorithms(
+            self.alphas_, self.ps_, self.perceptron, self.alma_C, self.balanced_init_
+        )
         return vr_combine_learners(basics, self.size, self.max_updates)
 
     def spec_params(self) -> dict[str, Any]:
-        return {**self.get_params(), "alphas": self.alphas_, "ps": self.ps_}
+        return {
+            **self.get_params(),
+            "alphas": self.alphas_,
+            "ps": self.ps_,
+            "balanced_init": self.balanced_init_,
+        }

@@ -13,6 +13,7 @@ from experiments import (
     TestVotes,
     basic_algorithms,
     hypothesis_scores,
+    job_vr_combine_spec,
     member_names,
     predict_classes,
     t_quantile,
@@ -61,6 +62,40 @@ def test_vr_combine_spec_builds_the_62_members_with_the_papers_parameters():
     assert kinds == ["recycling"] * 31 + ["averaging"] * 31
     assert all((m.size, m.max_updates) == (100, 5) for m in vr.learners_[:31])  # type: ignore[attr-defined]
     assert vr.members()[31]["learner"] == vr.members()[0]  # AR-B averages R-B
+
+
+def _basics(vr: VCombine) -> list[dict[str, object]]:
+    return [m["learner"]["learner"] for m in vr.members()[:31]]  # type: ignore[index]
+
+
+def test_the_experiments_readings_reach_every_member_and_only_at_their_noise():
+    from experiments.cli import _jobs, _parser
+
+    args = _parser().parse_args(["table1", "--runs", "1"])
+    jobs = {job.noise: job for job in _jobs(args, [0.0, 0.05], curves=False)}
+    for noise, u in ((0.0, 50), (0.05, 5)):
+        vr = build(job_vr_combine_spec(jobs[noise]), labels=list(range(5)), size=25)
+        assert isinstance(vr, VCombine)
+        assert all(m.max_updates == u for m in vr.learners_[:31])  # type: ignore[attr-defined]
+        basics = _basics(vr)
+        balanced = [b for b in basics if b["kind"] == "balanced-winnow"]
+        alma = [b for b in basics if b["kind"] == "alma"]
+        assert len(balanced) == 15 and len(alma) == 15
+        assert all((b["init_pos"], b["init_neg"]) == (2.0, 1.0) for b in balanced)
+        assert all(a["C"] == 0.3 for a in alma)
+    # each set back to the learners' own defaults
+    plain = _parser().parse_args(
+        ["table1", "--alma-c", "default", "--balanced-init", "1:1", "--noise-free-updates", "5"]
+    )
+    job = _jobs(plain, [0.0], curves=False)[0]
+    vr = build(job_vr_combine_spec(job), labels=list(range(5)), size=25)
+    assert all(m.max_updates == 5 for m in vr.learners_[:31])  # type: ignore[attr-defined]
+    fresh = build(vr_combine_spec(), labels=list(range(5)), size=25)
+    assert all(a.get("C") is None for a in _basics(vr) if a["kind"] == "alma")
+    assert [
+        (b["init_pos"], b["init_neg"]) for b in _basics(vr) if b["kind"] == "balanced-winnow"
+    ] == [(1.0, 1.0)] * 15
+    assert _basics(fresh)[0].get("init_pos") is None  # the preset's own default: Figure 1's
 
 
 @pytest.mark.parametrize(
@@ -201,3 +236,13 @@ def test_bad_options_are_refused():
     with pytest.raises(subprocess.CalledProcessError) as err:
         _cli("table1", "--noise", "0.1,1.5", "--runs", "1")
     assert "noise rate" in err.value.stderr
+    for flag, value, expected in (
+        ("--alma-c", "0", "'default'"),
+        ("--alma-c", "nan", "'default'"),
+        ("--balanced-init", "2", "W+:W-"),
+        ("--balanced-init", "2:-1", "W+:W-"),
+        ("--noise-free-updates", "-1", ">= 0"),
+    ):
+        with pytest.raises(subprocess.CalledProcessError) as err:
+            _cli("table1", flag, value, "--runs", "1")
+        assert flag in err.value.stderr and expected in err.value.stderr

@@ -330,3 +330,31 @@ def test_models_never_import_pickle() -> None:
             for name in names:
                 assert name.split(".")[0] not in PICKLERS, f"{path.name} imports {name}"
         assert "allow_pickle=True" not in text, f"{path.name} loads pickled numpy data"
+
+
+def test_a_parameter_added_later_reads_as_null_in_older_documents() -> None:
+    """A state written before ``balanced_init`` existed (no such key in its params, at the
+    top and inside a bagging of it) still loads; the same document read by a learner whose
+    value is not null, or with a key the learner does not have, is refused."""
+    spec = {"kind": "vr-combine", "alphas": [1.1], "ps": [2.0], "perceptron": False}
+    for outer in (spec, {"kind": "bagging", "n_models": 2, "learner": spec}):
+        learner = registry.build(outer, labels=[0, 1, 2], size=4)
+        for t in range(20):
+            learner.learn(np.eye(3)[[(t + i) % 3 for i in range(4)]], t % 3)
+        doc = learner.export_state()
+        older = copy.deepcopy(doc)
+        inner = older["params"] if outer is spec else older["params"]["learner"]
+        assert inner.pop("balanced_init") is None
+        fresh = registry.build(outer, labels=[0, 1, 2], size=4)
+        fresh.import_state(older)
+        assert fresh.export_state() == doc
+        started = {**spec, "balanced_init": [2.0, 1.0]}
+        other = registry.build(
+            started if outer is spec else {**outer, "learner": started}, labels=[0, 1, 2], size=4
+        )
+        with pytest.raises(InvalidState, match="made by"):
+            other.import_state(older)
+        extra = copy.deepcopy(doc)
+        extra["params"]["unknown"] = None
+        with pytest.raises(InvalidState, match="made by"):
+            fresh.import_state(extra)

@@ -533,3 +533,23 @@ def test_inconsistent_state_is_rejected_and_harmless(name: str, fn: Any) -> None
     with pytest.raises(InvalidState):
         other.import_state(bad)
     assert _state(other) == before
+
+
+def test_vr_combine_starts_its_balanced_winnows_where_balanced_init_says():
+    small = {"kind": "vr-combine", "alphas": [1.1, 1.2], "ps": [2.0], "perceptron": False}
+
+    def binary(vr: Learner) -> list[Any]:
+        # the recycled members' learners (the averaged members average these)
+        return [m.learner_.learner_ for m in vr.learners_[:3]]  # type: ignore[attr-defined]
+
+    vr = registry.build({**small, "balanced_init": [2, 1]}, labels=[0, 1], size=3)
+    learners = binary(vr)
+    for b in learners[:2]:
+        assert b.kind == "balanced-winnow" and (b.w_ == [[2.0, 1.0]] * b.w_.shape[0]).all()
+    assert learners[2].kind == "alma"
+    assert vr.spec()["balanced_init"] == [2.0, 1.0]
+    plain = binary(registry.build(small, labels=[0, 1], size=3))
+    assert all((b.w_ == 1.0).all() for b in plain[:2])
+    for bad in ([2.0], [2.0, 0.0], [1.0, 2.0, 3.0], [-1.0, 1.0]):
+        with pytest.raises(InvalidParameter, match="balanced_init"):
+            registry.build({**small, "balanced_init": bad}, labels=[0, 1], size=3)
