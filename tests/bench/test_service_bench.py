@@ -56,13 +56,11 @@ TARGETED = [name for name in EXPECTED if "_vs_" in name] + ["batch_learn_trials_
 
 
 def test_quick_run_prints_every_figure_and_the_headline_last():
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=180,
-    ).stdout
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
     figures = {}
     for line in out.splitlines():
         m = re.match(r"(\w+): (\S+)", line)
