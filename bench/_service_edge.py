@@ -8,10 +8,10 @@ costs before its model is touched, so the service's throughput over this one is 
 of its own ceiling it reaches. ``POST /parse/learn/batch`` parses a batch and answers its
 item count.
 
-The service reads statistics through a FastAPI route (``app/routers/stats.py``), and so
-does the edge: ``GET /v1/models/{name}/stats`` answers, written by orjson, the document
-last given to ``PUT /edge/stats`` (a real answer of the service, so that both write the
-same document), with nothing read behind it.
+The service serves the statistics read ahead of the router too, and so does the edge:
+``GET /v1/models/{name}/stats`` answers, written by orjson, the document last given to
+``PUT /edge/stats`` (a real answer of the service, so that both write the same document),
+with nothing read behind it.
 
 Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
 """
@@ -23,7 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.config import Settings
@@ -33,6 +33,7 @@ from app.main import fastapi_options
 from app.metrics import RequestMetrics
 
 _PATH = re.compile(r"/v1/models/([^/]+)/(predict|label|learn)(/batch)?|/parse/learn/batch")
+_STATS = re.compile(r"/v1/models/([^/]+)/stats")
 _JSON = (b"content-type", b"application/json")
 
 
@@ -43,6 +44,12 @@ class EdgeDispatch:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            got = _STATS.fullmatch(scope["path"])
+            if got is not None:
+                doc = {**scope["app"].state.edge_stats, "name": got[1]}
+                await self._send(send, orjson.dumps(doc))
+                return
         match = _PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
         if match is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
@@ -60,7 +67,10 @@ class EdgeDispatch:
             answer = {"items": len(doc["items"])}
         else:
             answer = {"trial_id": doc.get("trial_id"), "label": doc.get("label"), "ok": True}
-        body = orjson.dumps(answer)
+        await self._send(send, orjson.dumps(answer))
+
+    @staticmethod
+    async def _send(send: Send, body: bytes) -> None:
         headers = [_JSON, (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
@@ -83,15 +93,12 @@ def create() -> FastAPI:
         return {"status": "ok"}
 
     stats: dict[str, Any] = {}
+    app.state.edge_stats = stats
 
     @app.put("/edge/stats")
     async def set_stats(request: Request) -> dict[str, int]:
         stats.clear()
         stats.update(orjson.loads(await request.body()))
         return {"fields": len(stats)}
-
-    @app.get("/v1/models/{name}/stats")
-    async def read_stats(name: str) -> Response:
-        return Response(orjson.dumps({**stats, "name": name}), media_type="application/json")
 
     return app

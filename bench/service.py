@@ -35,7 +35,7 @@ p50 / p99 latency of
   warm-up to the end of the phase, beside 4 clients reading back to back; the same
   number of reads (5,000; 500 with ``--quick``) and the same background learns go to the
   edge, which answers the document the service answered just before, written by orjson
-  from a FastAPI route as the service's is. Their p99s: ``stats_p99_vs_edge_p99``;
+  ahead of the router as the service's is. Their p99s: ``stats_p99_vs_edge_p99``;
 * ``predict`` on a second service process, the same in every way but that auth is on:
   every request carries an API key, checked, scoped and rate limited (limits far above
   the load, so that none is refused), against the first's ``predict`` in the same round

@@ -6,9 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.deps import NameDep, ServiceDep
-from app.routers._lean import answer
+from app.deps import NameParam, ServiceDep
+from app.routers._lean import answer, check_name
 from app.schemas import StatsPublic
+from app.service import ModelService
 from storage.repository import Statistics
 from storage.scripts import WINDOW_POINTS
 
@@ -64,8 +65,15 @@ def public(s: Statistics) -> dict[str, Any]:
     )
 
 
+async def read_stats(service: ModelService, name: str) -> dict[str, Any]:
+    """The statistics document of model ``name``: the route's answer, also served ahead of
+    the router (:mod:`app.fastpath`), since dashboards poll it."""
+    check_name(name)
+    return public(await service.statistics(name))
+
+
 @router.get("/stats", response_model=StatsPublic)
-async def stats(name: NameDep, service: ServiceDep) -> Response:
+async def stats(name: NameParam, service: ServiceDep) -> Response:
     """Counters, error rates, confusion counts, the mistake curve, and what the learner
     shows: recycling's internal mistakes, V-Combine's leader, fusion weights."""
-    return answer(public(await service.statistics(name)))
+    return answer(await read_stats(service, name))

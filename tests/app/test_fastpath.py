@@ -11,6 +11,7 @@ import pytest
 from app.config import Settings
 from app.fastpath import TrialFastPath
 from app.main import create_app
+from app.routers import stats
 
 FUSION = {
     "labels": ["cat", "dog"],
@@ -66,6 +67,16 @@ def run(url: str, name: str) -> list[tuple[int, Any]]:
                 r = c.post(path, json=body)
             out.append((r.status_code, r.json()))
         out.append((0, c.get(f"/v1/models/{name}/state").json()["state"]))
+        for path in (
+            f"/v1/models/{name}/stats",
+            "/v1/models/no-such/stats",
+            "/v1/models/b@d/stats",
+        ):
+            r = c.get(path)
+            doc = r.json()
+            if r.status_code == 200:  # the document's fields; its counts depend on the fold
+                doc = sorted(doc) if doc.pop("name") == name else doc
+            out.append((r.status_code, doc))
     return out
 
 
@@ -91,7 +102,29 @@ def test_same_answers(api_url: str, router_only: str, model_name: str) -> None:
         200,
         422,
         0,
+        200,
+        404,
+        422,
     ]
     for (call, _), (fs, fb), (ss, sb) in zip(calls("t"), fast, slow, strict=False):
         assert (fs, fb) == (ss, sb), call
     assert fast[-1] == slow[-1]
+
+
+def test_the_statistics_read_is_served_ahead_of_the_router(
+    api_settings: Settings, server_thread: Any, model_name: str
+) -> None:
+    """With the router's stats route taken out, the read is still answered (by the fast
+    path), and the other routes still go through the router."""
+    app = create_app(api_settings)
+    routes = app.router.routes
+    app.router.routes = [
+        r for r in routes if getattr(r, "original_router", None) is not stats.router
+    ]
+    assert len(app.router.routes) == len(routes) - 1  # the stats route is gone
+    with server_thread(api_settings, app=app) as server, httpx.Client(base_url=server.url) as c:
+        assert c.post("/v1/models", json={"name": model_name, **FUSION}).status_code == 201
+        r = c.get(f"/v1/models/{model_name}/stats")
+        assert r.status_code == 200, r.text
+        assert r.json()["name"] == model_name and r.json()["predictions"] == 0
+        assert c.get(f"/v1/models/{model_name}").status_code == 200
