@@ -26,15 +26,17 @@ from app.status import error_body
 __all__ = ["TrialFastPath"]
 
 log = logging.getLogger("committee.api")
-# the routes' paths: the router's prefix with any name, then a call of HANDLERS
-_PATH = re.compile(
-    re.escape(router.prefix).replace(re.escape("{name}"), "([^/]+)")
-    + f"/({'|'.join(map(re.escape, HANDLERS))})"
-)
+
+
+def _under(prefix: str, rest: str) -> re.Pattern[str]:
+    """The paths of a router's ``prefix`` with any name, then ``rest`` (a pattern)."""
+    return re.compile(re.escape(prefix).replace(re.escape("{name}"), "([^/]+)") + rest)
+
+
+# the trial routes' paths: a call of HANDLERS under the router's prefix
+_PATH = _under(router.prefix, f"/({'|'.join(map(re.escape, HANDLERS))})")
 _ROUTES = {call: SimpleNamespace(path=f"{router.prefix}/{call}") for call in HANDLERS}
-_STATS = re.compile(
-    re.escape(stats.router.prefix).replace(re.escape("{name}"), "([^/]+)") + "/stats"
-)
+_STATS = _under(stats.router.prefix, "/stats")
 _STATS_ROUTE = SimpleNamespace(path=f"{stats.router.prefix}/stats")
 _JSON = (b"content-type", b"application/json")
 

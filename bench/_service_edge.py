@@ -44,13 +44,15 @@ class EdgeDispatch:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET":
-            got = _STATS.fullmatch(scope["path"])
-            if got is not None:
-                doc = {**scope["app"].state.edge_stats, "name": got[1]}
-                await self._send(send, orjson.dumps(doc))
-                return
-        match = _PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        got = _STATS.fullmatch(scope["path"]) if scope["method"] == "GET" else None
+        if got is not None:
+            doc = {**scope["app"].state.edge_stats, "name": got[1]}
+            await self._send(send, orjson.dumps(doc))
+            return
+        match = _PATH.fullmatch(scope["path"])
         if match is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
