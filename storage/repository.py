@@ -42,6 +42,7 @@ from storage.keys import (
     valid_trial_id,
 )
 from storage.resp import ReplyError
+from storage.scripts import WINDOW_POINTS
 from storage.scripts_models import MARKS
 
 __all__ = [
@@ -248,7 +249,7 @@ class Statistics:
     pending: int
     overdue: int  # past the deadline, not yet swept into ``expired``
     curve: list[tuple[int, int]]
-    window: list[tuple[int, int]]
+    window: tuple[int, int]  # trials and mistakes among the last (up to) 1,000 folded
     summary_version: int
     summary: dict[str, Any] | None
 
@@ -276,6 +277,7 @@ CHECK_AGAIN = 5.0  # seconds before a server that failed check_server is checked
 DURABLE = frozenset({"CHANGE", "CREATE", "DELETE", "IMPORT", "LABEL", "LEARN", "PREDICT"})
 _REUSED = "Idempotency-Key was used before with another request"
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
+CURVES_KEPT = 4_096  # models whose last-read mistake curve is kept, parsed
 GRAVE_BATCH = 1_000  # trial hashes a delete or a sweep removes in one step
 # a create or delete takes less than this from its first step to its last: a registry
 # entry unsettled for longer was left by a crash, and the sweep settles it
@@ -306,18 +308,37 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-_POINTS = re.compile(rb"(?:\d{1,18}:\d{1,18}\n)*")
+_NUMBER = rb"(?:0|[1-9]\d{0,17})"  # as written: no leading zero (also JSON's rule)
+_POINTS = re.compile(rb"(?:%b:%b\n)*" % (_NUMBER, _NUMBER))
 
 
 def _points(raw: list[bytes], what: str) -> list[tuple[int, int]]:
     """``b"<trials>:<mistakes>"`` points, checked and converted in one pass."""
     if not raw:
         return []
-    joined = b"\n".join(raw) + b"\n"
-    if not _POINTS.fullmatch(joined):
+    if not all(type(v) is bytes for v in raw):
         raise CorruptData(f"{what}: expected '<trials>:<mistakes>' points")
-    flat = list(map(int, joined.replace(b":", b"\n").split()))
+    joined = b"\n".join(raw)
+    if not _POINTS.fullmatch(joined + b"\n"):
+        raise CorruptData(f"{what}: expected '<trials>:<mistakes>' points")
+    # checked: integers as JSON writes them
+    flat = orjson.loads(b"[%b]" % joined.replace(b":", b",").replace(b"\n", b","))
     return list(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _window(reply: Any) -> tuple[int, int]:
+    """Trials and mistakes in the sliding window, from its length and end points. Until
+    the window list is full it starts at trial 0."""
+    if not isinstance(reply, list) or not reply or not isinstance(reply[0], int):
+        raise CorruptData("window: expected its length and end points")
+    if reply[0] == 0:
+        return 0, 0
+    if len(reply) != 3:
+        raise CorruptData("window: expected its length and end points")
+    (t0, m0), (t1, m1) = _points(reply[1:], "window")
+    if reply[0] < WINDOW_POINTS:
+        t0, m0 = 0, 0
+    return t1 - t0, m1 - m0
 
 
 def _fold_keys(k: Keys, incarnation: str, fold: bytes) -> list[str]:
@@ -359,6 +380,7 @@ class ModelStore:
         self._after: tuple[tuple[Any, ...], ...] = ()
         # when check_server last passed (> 0), or minus when it last failed (< 0)
         self._checked_at = 0.0
+        self._curves: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
         self._check_failure = ""
         if ack == "replicated":
             self._after = (("WAIT", 1, ack_timeout_ms),)
@@ -735,11 +757,26 @@ class ModelStore:
             model=self._meta(name, meta),
             pending=int(pending),
             overdue=int(overdue),
-            curve=_points(curve, "curve"),
-            window=_points(window, "window"),
+            curve=self._curve(name, curve),
+            window=_window(window),
             summary_version=-1 if sv is None else _int(sv, "summary version"),
             summary=summary,
         )
+
+    def _curve(self, name: str, raw: Any) -> list[tuple[int, int]]:
+        """The mistake curve in ``raw``: dashboards poll it while it changes every many
+        trials, so the points read last for each model are kept and reused while the
+        stored points are the same."""
+        if not isinstance(raw, list):
+            raise CorruptData(f"model {name!r}: curve: expected a list of points")
+        kept = self._curves.get(name)
+        if kept is not None and kept[0] == raw:
+            return kept[1]
+        points = _points(raw, f"model {name!r}: curve")
+        if len(self._curves) >= CURVES_KEPT:
+            self._curves.clear()
+        self._curves[name] = (raw, points)
+        return points
 
     async def save_summary(self, name: str, incarnation: str, version: int, doc: bytes) -> None:
         keys = self.keys(name).all_fixed()

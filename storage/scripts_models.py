@@ -330,16 +330,22 @@ return {'ok'}
 STATS = """
 -- KEYS: 1-8 the model's fixed keys
 -- ARGV: 1 now (ms)
--- Reply: {'ok', meta (flat field/value list), pending, overdue, curve, window,
+-- Reply: {'ok', meta (flat field/value list), pending, overdue, curve,
+--         {window length, its first point, its last point} ({0} when empty),
 --         summary version or '', summary or ''} | {'gone'}
 -- Reads what a dashboard shows in one step; the model's incarnation is not checked.
 local meta = redis.call('HGETALL', KEYS[1])
 if #meta == 0 then return {'gone'} end
 local now = ARGV[1]
 local summary = redis.call('HMGET', KEYS[8], 'version', 'doc')
+local points = redis.call('LLEN', KEYS[7])
+local window = {points}
+if points > 0 then
+  window = {points, redis.call('LINDEX', KEYS[7], 0), redis.call('LINDEX', KEYS[7], -1)}
+end
 return {'ok', meta,
         redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'),
         redis.call('ZCOUNT', KEYS[4], '-inf', now),
-        redis.call('LRANGE', KEYS[6], 0, -1), redis.call('LRANGE', KEYS[7], 0, -1),
+        redis.call('LRANGE', KEYS[6], 0, -1), window,
         summary[1] or '', summary[2] or ''}
 """

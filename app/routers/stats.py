@@ -11,7 +11,6 @@ from app.routers._lean import answer, check_name
 from app.schemas import StatsPublic
 from app.service import ModelService
 from storage.repository import Statistics
-from storage.scripts import WINDOW_POINTS
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["statistics"])
 
@@ -31,11 +30,7 @@ def public(s: Statistics) -> dict[str, Any]:
     confusion: dict[str, dict[str, int]] = {}
     for (y, p), n in sorted(m.confusion.items()):
         confusion.setdefault(label(y), {})[label(p)] = n
-    # the window list holds a point every WINDOW_STEP trials; until it is full it starts
-    # at trial 0
-    full = len(s.window) >= WINDOW_POINTS
-    (t0, m0) = s.window[0] if full else (0, 0)
-    (t1, m1) = s.window[-1] if s.window else (0, 0)
+    trials, mistakes = s.window
     summary: dict[str, Any] = s.summary or {}
     c = m.counters
     return dict(
@@ -53,7 +48,7 @@ def public(s: Statistics) -> dict[str, Any]:
         mistakes=c["mistakes"],
         updates=c["updates"],
         error_rate=_rate(c["mistakes"], m.folded),
-        window={"trials": t1 - t0, "mistakes": m1 - m0, "error_rate": _rate(m1 - m0, t1 - t0)},
+        window={"trials": trials, "mistakes": mistakes, "error_rate": _rate(mistakes, trials)},
         confusion=confusion,
         curve=s.curve,
         changes=[{"version": v, "what": what} for v, what in m.marks],

@@ -125,6 +125,52 @@ async def test_mistake_curve_is_down_sampled(store: ModelStore) -> None:
     assert all(m == int(p[:t].sum()) for t, m in points)
 
 
+async def test_statistics_read_the_curve_as_stored_and_the_window_from_its_ends(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    n = 1500
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(n)])
+    p = (np.random.default_rng(1).random(n) < 0.4).astype(int)
+    for a in range(0, 35, 5):  # part of the window: it starts at trial 0
+        await store.sync("m", inc, n, fold(a + 1, [(0, int(v), 0, "") for v in p[a : a + 5]]), 0)
+        s = await store.read_statistics("m", 0)
+        assert s.curve == [(t, int(p[:t].sum())) for t in range(1, a + 6)]
+        assert s.window == ((a + 5) // 10 * 10, int(p[: (a + 5) // 10 * 10].sum()))
+    for a in range(35, n, 100):  # the curve read again after each change: never a stale one
+        end = min(n, a + 100)
+        await store.sync("m", inc, n, fold(a + 1, [(0, int(v), 0, "") for v in p[a:end]]), 0)
+        s = await store.read_statistics("m", 0)
+        step = s.curve[1][0] - s.curve[0][0]
+        assert s.curve == [(t, int(p[:t].sum())) for t in range(step, end + 1, step)]
+        last = end // 10 * 10
+        first = max(0, last - 1000)
+        assert s.window == (last - first, int(p[first:last].sum()))
+
+
+@pytest.mark.parametrize(
+    ("key", "point", "words"),
+    [
+        ("curve", b"7:x", "curve"),
+        ("curve", b"07:1", "curve"),
+        ("curve", b"7:1:2", "curve"),
+        ("curve", b"-7:1", "curve"),
+        ("window", b"10", "window"),
+        ("window", b"010:1", "window"),
+    ],
+)
+async def test_a_corrupt_point_is_refused_not_shown(
+    store: ModelStore, key: str, point: bytes, words: str
+) -> None:
+    inc = await create(store)
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(20)])
+    await store.sync("m", inc, 20, fold(1, [(0, 1, 0, "")] * 20), 0)
+    await store.read_statistics("m", 0)  # a good curve read (and kept) first
+    await store.client.rpush(getattr(store.keys("m"), key), point)
+    with pytest.raises(CorruptData, match=words):
+        await store.read_statistics("m", 0)
+
+
 async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -> None:
     inc = await create(store)
     await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(0), 0)])
