@@ -344,11 +344,7 @@ class TrialCalls:
             outs: list[list[Result]] = []
             todos: list[Todo] = []
             for again in (False, True):
-                outs, todos = [], []
-                for _, items in requests:
-                    out, todo = self._learn_items(m, items)
-                    outs.append(out)
-                    todos.append(todo)
+                outs, todos = self._learn_items(m, [items for _, items in requests])
                 if again or not await self._changed(m, [o for out in outs for o in out]):
                     break
             if not any(todos) and all(idem is None for idem, _ in requests):
@@ -386,20 +382,28 @@ class TrialCalls:
         return outs
 
     def _learn_items(
-        self, m: LiveModel, items: Sequence[tuple[Any, Any]]
-    ) -> tuple[list[Result], list[tuple[int, Attributes | Experts, int]]]:
-        out: list[Result] = []
-        todo: list[tuple[int, Attributes | Experts, int]] = []
-        instances = self._instances(m, [payload for payload, _ in items])
-        for i, ((_, label), x) in enumerate(zip(items, instances, strict=True)):
-            try:
-                if isinstance(x, BadInput):
-                    raise x
-                todo.append((i, x, self._class(m, label, "label")))
-                out.append({})
-            except BadInput as e:
-                out.append(e)
-        return out, todo
+        self, m: LiveModel, requests: Sequence[Sequence[tuple[Any, Any]]]
+    ) -> tuple[list[list[Result]], list[Todo]]:
+        """Each request's answers so far (an error, or {} for an item to learn) and its
+        items to learn, (position, instance, class); the instances of all the requests
+        are encoded together."""
+        instances = iter(self._instances(m, [p for items in requests for p, _ in items]))
+        outs: list[list[Result]] = []
+        todos: list[Todo] = []
+        for items in requests:
+            out: list[Result] = []
+            todo: Todo = []
+            for i, ((_, label), x) in enumerate(zip(items, instances, strict=False)):
+                try:
+                    if isinstance(x, BadInput):
+                        raise x
+                    todo.append((i, x, self._class(m, label, "label")))
+                    out.append({})
+                except BadInput as e:
+                    out.append(e)
+            outs.append(out)
+            todos.append(todo)
+        return outs, todos
 
     async def _learned(
         self,

@@ -358,9 +358,14 @@ def normalise_votes(
         out = np.zeros_like(scores)
         out[np.arange(scores.shape[0]), scores.argmax(axis=1)] = 1.0
         return out
-    ordered = np.sort(scores, axis=1)
+    # rank: (k - 1 - the scores above a score) / (k - 1) = (the scores <= it, less 1) /
+    # (k - 1). In each row sorted, the scores <= the one at position j are those up to
+    # the last position holding the same score.
+    order = np.argsort(scores, axis=1, kind="stable")
+    ordered = np.take_along_axis(scores, order, axis=1)
+    last = np.full(scores.shape, k - 1, dtype=np.int64)
+    last[:, :-1] = np.where(ordered[:, 1:] != ordered[:, :-1], np.arange(k - 1), k - 1)
+    at_most = np.minimum.accumulate(last[:, ::-1], axis=1)[:, ::-1] + 1
     out = np.empty_like(scores)
-    for r in range(scores.shape[0]):
-        higher = k - np.searchsorted(ordered[r], scores[r], side="right")
-        out[r] = (k - 1 - higher) / (k - 1)
+    np.put_along_axis(out, order, (at_most - 1) / (k - 1), axis=1)
     return out

@@ -81,7 +81,7 @@ from models.core.instance import (
 )
 from models.core.learner import UnknownLabel
 from models.core.params import Bool, Integer, InvalidParameter, Labels, Options
-from models.inputs.batch import sparse_attributes
+from models.inputs.batch import expert_votes, sparse_attributes
 from models.inputs.payload import (
     check_option,
     indexed_path,
@@ -102,6 +102,9 @@ NORMALIZE = ("raw", "sum-to-one", "rank", "argmax")
 Label = str | int
 
 _HASH_CACHE_LIMIT = 1 << 16
+# fewer payloads of votes than this are read one by one: reading them together has a
+# fixed cost of a few dozen numpy calls, which only a few payloads repay
+VOTES_TOGETHER = 3
 _DIGIT_KEYS = re.compile(r"[0-9]{1,18}(?:,[0-9]{1,18})*")
 
 
@@ -661,10 +664,12 @@ class InputSpace:
 
         Payloads ``{"features": {"<index>": value, ...}}`` of an ``n_features`` space
         encoded to form "attributes" are encoded together
-        (:func:`~models.inputs.batch.sparse_attributes`), to the same instances.
+        (:func:`~models.inputs.batch.sparse_attributes`), to the same instances, and so
+        are payloads ``{"experts": {...}}`` of a space of experts alone
+        (:func:`~models.inputs.batch.expert_votes`).
         """
         self._check_form(form)
-        fast: dict[int, Attributes] = {}
+        fast: dict[int, Attributes | Experts] = {}
         if form == "attributes" and self._mode == "n_features" and not self._layered:
             rows = [
                 t
@@ -675,6 +680,15 @@ class InputSpace:
                 [payloads[t]["features"] for t in rows], self._d, self._constant
             )
             fast = {t: x for t, x in zip(rows, got, strict=True) if x is not None}
+        elif form == "experts" and self.attributes is None and not self._threshold:
+            rows = [
+                t
+                for t, p in enumerate(payloads)
+                if type(p) is dict and len(p) == 1 and type(p.get("experts")) is dict
+            ]
+            if len(rows) >= VOTES_TOGETHER:
+                votes = self._votes_each([payloads[t]["experts"] for t in rows])
+                fast = dict(zip(rows, votes or (), strict=False))
         out: list[Attributes | Experts | InvalidInstance | InvalidParameter] = []
         for t, payload in enumerate(payloads):
             x = fast.get(t)
@@ -686,6 +700,42 @@ class InputSpace:
             except (InvalidInstance, InvalidParameter) as e:
                 out.append(e)
         return out
+
+    def _votes_each(self, votes: list[dict[Any, Any]]) -> list[Experts] | None:
+        """The instance of each ``experts`` object as :meth:`_encode_votes` gives it,
+        worked out together; None when one is not plainly well formed."""
+        got = expert_votes(votes, self._expert_index, self._class, self._keys_in_order, self._k)
+        if got is None:
+            return None
+        try:
+            paths = [("experts", False)] * len(got.row)  # (named only by an error)
+            scores = normalise_votes(got.scores, paths, self._normalize, self.labels)
+        except InvalidInstance:
+            return None
+        expert, row = got.expert, got.row
+        r, c = np.nonzero(scores)
+        e, cls, v, at = [expert[r]], [c], [scores[r, c]], [row[r]]
+        if self._layered:
+            e[0] = self._named_at[e[0]]
+        if self._s:
+            split = np.array(self._split, dtype=np.int64)
+            pieces = scores[:, split]
+            r, j = np.nonzero(pieces)
+            if self._layered:
+                e.append(self._split_at[expert[r], j])
+            else:
+                e.append(len(self._expert_names) + expert[r] * self._s + j)
+            cls.append(split[j])
+            v.append(pieces[r, j])
+            at.append(row[r])
+        return _expert_rows(
+            len(votes),
+            np.concatenate(at),
+            np.concatenate(e),
+            np.concatenate(cls),
+            np.concatenate(v),
+            self.size("experts") if self._layered else 0,
+        )
 
     def _encode_attributes(self, features: Any) -> Attributes:
         d = self._d
@@ -775,6 +825,46 @@ class InputSpace:
             cls.append(split[j])
             v.append(pieces[r, j])
         return Experts._trusted(np.concatenate(e), np.concatenate(cls), np.concatenate(v))
+
+
+def _expert_rows(
+    n: int, row: np.ndarray, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int
+) -> list[Experts]:
+    """One :class:`Experts` per row of the triples ``(e, c, v)`` (row ``row``), each
+    sorted by (expert, class), with its extent (at least ``size``), classes and value
+    range worked out at once; each views the shared read-only arrays."""
+    if row.size > 1:
+        dr, de, dc = (np.diff(a) for a in (row, e, c))
+        if not ((dr > 0) | ((dr == 0) & ((de > 0) | ((de == 0) & (dc > 0))))).all():
+            order = np.lexsort((c, e, row))
+            row, e, c, v = row[order], e[order], c[order], v[order]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=ptr[1:])
+    filled = ptr[1:] > ptr[:-1]
+    sizes = np.full(n, size, dtype=np.int64)
+    classes = np.zeros(n, dtype=np.int64)
+    low, high = np.zeros(n), np.zeros(n)
+    if v.size:
+        starts = ptr[:-1][filled]
+        sizes[filled] = np.maximum(e[ptr[1:][filled] - 1] + 1, size)
+        classes[filled] = np.maximum.reduceat(c, starts) + 1
+        low[filled] = np.minimum.reduceat(v, starts)
+        high[filled] = np.maximum.reduceat(v, starts)
+    arrays = [np.ascontiguousarray(a) for a in (e, c, v)]
+    for arr in arrays:
+        arr.flags.writeable = False
+    e, c, v = arrays
+    bounds = ptr.tolist()
+    out = []
+    for t, (s, k, lo, hi) in enumerate(
+        zip(sizes.tolist(), classes.tolist(), low.tolist(), high.tolist(), strict=True)
+    ):
+        x = Experts.__new__(Experts)
+        a, b = bounds[t], bounds[t + 1]
+        x.expert, x.cls, x.value = e[a:b], c[a:b], v[a:b]
+        x.size, x.n_classes, x.low, x.high = s, k, lo, hi
+        out.append(x)
+    return out
 
 
 def _listed(value: Any, name: str) -> list[str]:

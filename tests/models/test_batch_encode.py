@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from models.core.instance import Attributes
-from models.inputs.space import InputSpace
+from models.core.instance import Attributes, Experts
+from models.inputs.space import NORMALIZE, InputSpace
 
 
 def outcome(space: InputSpace, payload: Any, form: str) -> Any:
@@ -143,3 +145,145 @@ def test_the_callers_payloads_are_not_changed() -> None:
     xs = space.encode_each(items, "attributes")
     assert repr(items) == before
     assert [x.indices.tolist() for x in xs] == [[3, 10], [9, 10]]  # type: ignore[union-attr]
+
+
+# -- expert votes --------------------------------------------------------------------
+
+
+def assert_identical(got: Any, want: Any) -> None:
+    """Errors of the same type and message; instances the same arrays, byte for byte."""
+    if isinstance(want, Exception):
+        assert type(got) is type(want) and str(got) == str(want)
+        return
+    assert type(got) is type(want) is Experts
+    for a, b in ((got.expert, want.expert), (got.cls, want.cls), (got.value, want.value)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        assert not a.flags.writeable and a.flags.c_contiguous
+    assert (got.size, got.n_classes, got.low, got.high) == (
+        want.size,
+        want.n_classes,
+        want.low,
+        want.high,
+    )
+    assert type(got.size) is int and type(got.n_classes) is int
+    assert type(got.low) is float and type(got.high) is float
+
+
+ODD_SCORES = [math.nan, math.inf, True, "0.5", None, 10**400, -1.0, np.float64(0.5), [1.0]]
+
+
+@st.composite
+def vote_spaces(draw: st.DrawFn) -> InputSpace:
+    """A space of experts alone: string or integer labels, any normalisation, split
+    classes or none, some experts retired, grown by later changes or not."""
+    k = draw(st.integers(2, 5))
+    labels: list[Any] = (
+        [f"c{c}" for c in range(k)] if draw(st.booleans()) else list(range(10, 10 + k))
+    )
+    names = [f"e{i}" for i in range(draw(st.integers(1, 6)))]
+    experts: dict[str, Any] = {
+        "expert_names": names,
+        "normalize": draw(st.sampled_from(NORMALIZE)),
+        "split_classes": draw(st.sampled_from([None, "all", [labels[-1]]])),
+    }
+    space = InputSpace(labels, experts=experts)
+    for _ in range(draw(st.integers(0, 2))):
+        change: dict[str, Any] = {}
+        if draw(st.booleans()):
+            change["experts"] = {"add": [f"n{len(space.config()['experts']['expert_names'])}"]}
+        else:
+            change["labels"] = {"add": [f"z{len(space.labels)}"]}
+        space = space.changed(change)
+    voting = [n for n in space.config()["experts"]["expert_names"] if n not in space.retired]
+    if len(voting) > 1 and draw(st.booleans()):
+        space = space.changed({"experts": {"retire": [voting[0]]}})
+    return space
+
+
+@st.composite
+def vote_batches(draw: st.DrawFn, space: InputSpace) -> list[Any]:
+    """Payloads whose votes share one form more often than not, now and then with
+    something odd in them (an unknown or retired expert, an unknown label, a bad score,
+    a label given twice, a wrong count)."""
+    labels = list(space.labels)
+    k = len(labels)
+    names = list(space.config()["experts"]["expert_names"])
+    keys = [str(v) for v in labels]
+    scores = st.one_of(
+        st.sampled_from([0.0, -0.0, 1.0, 0.25, 2.0, 0.5]),
+        st.floats(-3, 3, allow_nan=False),
+        st.integers(-2, 3),
+    )
+    out: list[Any] = []
+    batch_form = draw(st.sampled_from(["label", "list", "mapping", "some", "mixed"]))
+    for _ in range(draw(st.integers(1, 10))):
+        voters = draw(st.lists(st.sampled_from(names), unique=True, max_size=len(names)))
+        votes: dict[Any, Any] = {}
+        for name in voters:
+            form = batch_form
+            if form == "mixed":
+                form = draw(st.sampled_from(["label", "list", "mapping", "some"]))
+            if form == "label":
+                c = draw(st.integers(0, k - 1))
+                votes[name] = labels[c] if draw(st.booleans()) else keys[c]
+            elif form == "list":
+                votes[name] = draw(st.lists(scores, min_size=k, max_size=k))
+            elif form == "mapping":
+                votes[name] = {key: draw(scores) for key in keys}
+            else:
+                chosen = draw(st.lists(st.integers(0, k - 1), unique=True, min_size=1))
+                votes[name] = {keys[c]: draw(scores) for c in chosen}
+        if votes and draw(st.integers(0, 9)) == 0:
+            name = draw(st.sampled_from(list(votes)))
+            odd = draw(st.sampled_from(["expert", "label", "score", "twice", "count", "none"]))
+            vote = votes[name]
+            if odd == "expert":
+                votes[draw(st.sampled_from(["ghost", *space.retired]))] = vote
+            elif odd == "label":
+                votes[name] = "nope" if not isinstance(vote, dict) else {**vote, "nope": 1.0}
+            elif odd == "score" and isinstance(vote, list | dict):
+                bad = draw(st.sampled_from(ODD_SCORES))
+                if isinstance(vote, list):
+                    vote[0] = bad
+                else:
+                    vote[next(iter(vote))] = bad
+            elif odd == "twice" and isinstance(vote, dict) and isinstance(labels[0], int):
+                votes[name] = {**vote, labels[0]: 1.0, keys[0]: 2.0}
+            elif odd == "count" and isinstance(vote, list):
+                vote.append(1.0)
+            elif odd == "none":
+                votes[name] = draw(st.sampled_from([None, {}, []]))
+        if draw(st.integers(0, 4)) == 0:  # the experts in another order
+            votes = dict(reversed(list(votes.items())))
+        out.append({"experts": votes})
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_expert_votes_together_are_each_as_encode_gives_it(data: st.DataObject) -> None:
+    space = data.draw(vote_spaces())
+    batch = data.draw(vote_batches(space))
+    want = [outcome(space, p, "experts") for p in batch]
+    for got, w in zip(space.encode_each(batch, "experts"), want, strict=True):
+        assert_identical(got, w)
+    for p, w in zip(batch, want, strict=True):  # and each alone
+        assert_identical(space.encode_each([p], "experts")[0], w)
+
+
+def test_plain_vote_batches_are_read_together() -> None:
+    space = InputSpace(["a", "b", "c"], experts={"expert_names": ["x", "y"]})
+    forms: list[Any] = [
+        {"x": "b", "y": "a"},
+        {"x": [0.5, 0.25, 0.0], "y": [1, 0, 2]},
+        {"x": {"a": 0.5, "b": 0.25, "c": 0.0}, "y": {"a": 1.0, "b": 0.0, "c": 2.0}},
+        {"y": {"c": 0.5}, "x": {"b": 1.0, "a": 0.25}},
+    ]
+    for votes in forms:
+        batch = [{"experts": votes}, {"experts": {}}, {"experts": votes}]
+        got = space._votes_each([p["experts"] for p in batch])
+        assert got is not None  # read together, not one by one
+        for x, p in zip(got, batch, strict=True):
+            assert_identical(x, space.encode(p, "experts"))
+    assert space._votes_each([{"x": "b", "y": [1.0, 0.0, 0.0]}]) is None  # forms mixed
+    assert space._votes_each([{"x": "b"}, {"ghost": "b"}]) is None
