@@ -19,7 +19,7 @@ formed is left to :meth:`~models.inputs.space.InputSpace.encode`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from models.core.instance import Attributes
 
-__all__ = ["Votes", "expert_votes", "sparse_attributes"]
+__all__ = ["Votes", "dense_attributes", "expert_votes", "sparse_attributes"]
 
 _NUMBER_TYPES = frozenset({float, int})
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
@@ -35,20 +35,67 @@ _COMMA = ord(",")
 
 
 def sparse_attributes(
-    rows: Sequence[dict[Any, Any]], d: int, constant: bool
+    rows: Sequence[dict[Any, Any]],
+    d: int,
+    constant: bool,
+    names: Mapping[str, int] | None = None,
 ) -> list[Attributes | None]:
     """Each row's attributes over features ``0..d-1`` (then the constant at ``d`` if
-    ``constant``), or None for a row :meth:`InputSpace.encode` must look at itself."""
-    whole = _take(rows, d, constant)
+    ``constant``), or None for a row :meth:`InputSpace.encode` must look at itself. The
+    keys are indices as strings of digits, or with ``names`` feature names."""
+
+    def take(part: Sequence[dict[Any, Any]]) -> list[Attributes] | None:
+        return _take(part, d, constant, names)
+
+    return _each(rows, take)
+
+
+def dense_attributes(rows: Sequence[list[Any]], d: int, constant: bool) -> list[Attributes | None]:
+    """Each row's attributes from its list of all ``d`` values (then the constant at
+    ``d`` if ``constant``), as :meth:`~models.core.instance.Attributes.from_dense` gives
+    them, or None for a row :meth:`InputSpace.encode` must look at itself."""
+
+    def take(part: Sequence[list[Any]]) -> list[Attributes] | None:
+        n = len(part)
+        if set(map(len, part)) != {d}:
+            return None
+        val = _values(list(itertools.chain.from_iterable(part)))
+        if val is None:
+            return None
+        dense = val.reshape(n, d)
+        if constant:
+            dense = np.hstack([dense, np.ones((n, 1))])
+        row, idx = np.nonzero(dense)
+        return _rows(n, row, idx.astype(np.int64), dense[row, idx], least=dense.shape[1])
+
+    return _each(rows, take)
+
+
+R = Any  # a row of a batch
+
+
+def _each(
+    rows: Sequence[R], take: Callable[[Sequence[R]], list[Attributes] | None]
+) -> list[Attributes | None]:
+    """What ``take`` gives the rows together, or when some row is off, the others'."""
+    if not rows:
+        return []
+    whole = take(rows)
     if whole is not None:
         return list(whole)
     out: list[Attributes | None] = [None] * len(rows)
     if len(rows) > 1:  # some row is off: find which, and take the others together
-        good = [t for t, row in enumerate(rows) if _take([row], d, constant) is not None]
-        taken = _take([rows[t] for t in good], d, constant) if good else None
+        good = [t for t, row in enumerate(rows) if take([row]) is not None]
+        taken = take([rows[t] for t in good]) if good else None
         for t, x in zip(good, taken or (), strict=False):
             out[t] = x
     return out
+
+
+def _named(keys: list[Any], names: Mapping[str, int]) -> np.ndarray | None:
+    """The keys, each a feature name, as their int64 indices; else None."""
+    idx = np.fromiter(map(names.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys))
+    return idx if int(idx.min()) >= 0 else None
 
 
 def _indices(keys: list[Any], d: int) -> np.ndarray | None:
@@ -85,13 +132,15 @@ def _values(vals: list[Any]) -> np.ndarray | None:
     return val if np.isfinite(val).all() else None
 
 
-def _take(rows: Sequence[dict[Any, Any]], d: int, constant: bool) -> list[Attributes] | None:
+def _take(
+    rows: Sequence[dict[Any, Any]], d: int, constant: bool, names: Mapping[str, int] | None
+) -> list[Attributes] | None:
     """Every row's attributes, or None if any row is not plainly well formed."""
     n = len(rows)
     counts = np.fromiter(map(len, rows), dtype=np.int64, count=n)
     keys = list(itertools.chain.from_iterable(rows))
     if keys:
-        idx = _indices(keys, d)
+        idx = _indices(keys, d) if names is None else _named(keys, names)
         val = _values(list(itertools.chain.from_iterable(map(dict.values, rows))))
         if idx is None or val is None:
             return None
@@ -114,17 +163,20 @@ def _take(rows: Sequence[dict[Any, Any]], d: int, constant: bool) -> list[Attrib
     return _rows(n, row, idx, val)
 
 
-def _rows(n: int, row: np.ndarray, idx: np.ndarray, val: np.ndarray) -> list[Attributes]:
+def _rows(
+    n: int, row: np.ndarray, idx: np.ndarray, val: np.ndarray, least: int = 0
+) -> list[Attributes]:
     """One :class:`Attributes` per row of sorted, distinct, non-zero CSR arrays, each
-    viewing the shared read-only arrays, with its extent and value range worked out at once."""
+    viewing the shared read-only arrays, with its extent (at least ``least``) and value
+    range worked out at once."""
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(row, minlength=n), out=ptr[1:])
     filled = ptr[1:] > ptr[:-1]
-    size = np.zeros(n, dtype=np.int64)
+    size = np.full(n, least, dtype=np.int64)
     low, high = np.zeros(n), np.zeros(n)
     if val.size:
         starts = ptr[:-1][filled]
-        size[filled] = idx[ptr[1:][filled] - 1] + 1
+        size[filled] = np.maximum(idx[ptr[1:][filled] - 1] + 1, least)
         low[filled] = np.minimum.reduceat(val, starts)
         high[filled] = np.maximum.reduceat(val, starts)
     idx = np.ascontiguousarray(idx)

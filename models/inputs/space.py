@@ -81,7 +81,7 @@ from models.core.instance import (
 )
 from models.core.learner import UnknownLabel
 from models.core.params import Bool, Integer, InvalidParameter, Labels, Options
-from models.inputs.batch import expert_votes, sparse_attributes
+from models.inputs.batch import dense_attributes, expert_votes, sparse_attributes
 from models.inputs.payload import (
     check_option,
     indexed_path,
@@ -670,16 +670,22 @@ class InputSpace:
         """
         self._check_form(form)
         fast: dict[int, Attributes | Experts] = {}
-        if form == "attributes" and self._mode == "n_features" and not self._layered:
-            rows = [
-                t
+        if form == "attributes" and self._mode in ("n_features", "feature_names"):
+            features = [
+                (t, p["features"])
                 for t, p in enumerate(payloads)
-                if type(p) is dict and len(p) == 1 and type(p.get("features")) is dict
+                if type(p) is dict and len(p) == 1 and "features" in p
             ]
-            got = sparse_attributes(
-                [payloads[t]["features"] for t in rows], self._d, self._constant
-            )
-            fast = {t: x for t, x in zip(rows, got, strict=True) if x is not None}
+            mapped = [(t, f) for t, f in features if type(f) is dict]
+            listed = [(t, f) for t, f in features if type(f) is list]
+            names = self._names if self._mode == "feature_names" else None
+            got = [
+                *sparse_attributes([f for _, f in mapped], self._d, self._constant, names),
+                *dense_attributes([f for _, f in listed], self._d, self._constant),
+            ]
+            for (t, _), x in zip([*mapped, *listed], got, strict=True):
+                if x is not None:
+                    fast[t] = self._placed_attributes(x) if self._layered else x
         elif form == "experts" and self.attributes is None and not self._threshold:
             rows = [
                 t
@@ -691,9 +697,9 @@ class InputSpace:
                 fast = dict(zip(rows, votes or (), strict=False))
         out: list[Attributes | Experts | InvalidInstance | InvalidParameter] = []
         for t, payload in enumerate(payloads):
-            x = fast.get(t)
-            if x is not None:
-                out.append(x)
+            done = fast.get(t)
+            if done is not None:
+                out.append(done)
                 continue
             try:
                 out.append(self.encode(payload, form))

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.core.instance import Attributes, Experts
+from models.inputs.batch import dense_attributes, sparse_attributes
 from models.inputs.space import NORMALIZE, InputSpace
 
 
@@ -111,7 +112,7 @@ def test_plain_batch_and_every_odd_row_alone() -> None:
         {"hashing": {"n_features": 4, "seed": 1}, "constant_attribute": True},
     ],
 )
-def test_other_modes_encode_one_by_one(attributes: dict[str, Any]) -> None:
+def test_named_and_hashed_features_as_encode_gives_them(attributes: dict[str, Any]) -> None:
     space = InputSpace(["x", "y"], attributes=attributes)
     items: list[Any] = [
         {"features": {"a": 1.0, "c": 2.0}},
@@ -287,3 +288,78 @@ def test_plain_vote_batches_are_read_together() -> None:
             assert_identical(x, space.encode(p, "experts"))
     assert space._votes_each([{"x": "b", "y": [1.0, 0.0, 0.0]}]) is None  # forms mixed
     assert space._votes_each([{"x": "b"}, {"ghost": "b"}]) is None
+
+
+# -- attributes in every form ----------------------------------------------------------
+
+
+def assert_identical_attributes(got: Any, want: Any) -> None:
+    if isinstance(want, Exception):
+        assert type(got) is type(want) and str(got) == str(want)
+        return
+    assert_same(got, want)
+
+
+@st.composite
+def attribute_spaces(draw: st.DrawFn) -> InputSpace:
+    """Indexed or named features, with the constant or not, grown by later names or not."""
+    constant = draw(st.booleans())
+    if draw(st.booleans()):
+        return InputSpace([0, 1], attributes={"n_features": 6, "constant_attribute": constant})
+    names = ["a", "b", "c", "d"]
+    space = InputSpace([0, 1], attributes={"feature_names": names, "constant_attribute": constant})
+    for j in range(draw(st.integers(0, 2))):
+        space = space.changed({"features": {"add": [f"new{j}"]}})
+    return space
+
+
+@st.composite
+def attribute_batches(draw: st.DrawFn, space: InputSpace) -> list[Any]:
+    attributes = space.config()["attributes"]
+    keys = attributes.get("feature_names") or [str(i) for i in range(attributes["n_features"])]
+    d = len(keys)
+    values = st.one_of(
+        st.sampled_from([0.0, -0.0, 1.0, -2.5, 0.25]), st.integers(-3, 3), st.floats(-5, 5)
+    )
+    odd = st.sampled_from([math.nan, math.inf, True, "1", None, 10**400, np.float64(2.0)])
+    out: list[Any] = []
+    for _ in range(draw(st.integers(1, 12))):
+        if draw(st.booleans()):
+            f: Any = draw(st.lists(values, min_size=d, max_size=d))
+            if draw(st.integers(0, 9)) == 0:
+                f = draw(st.sampled_from([[*f, 1.0], f[:-1], [draw(odd), *f[1:]]]))
+        else:
+            f = {key: draw(values) for key in draw(st.lists(st.sampled_from(keys), unique=True))}
+            if draw(st.integers(0, 9)) == 0:
+                f[draw(st.sampled_from(["zz", "99", "-1", 3, keys[0]]))] = draw(
+                    st.one_of(values, odd)
+                )
+        out.append({"features": f} if draw(st.integers(0, 19)) else [f])
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_attributes_together_are_each_as_encode_gives_it(data: st.DataObject) -> None:
+    space = data.draw(attribute_spaces())
+    batch = data.draw(attribute_batches(space))
+    for p, got in zip(batch, space.encode_each(batch, "attributes"), strict=True):
+        assert_identical_attributes(got, outcome(space, p, "attributes"))
+
+
+def test_named_and_dense_features_are_read_together() -> None:
+    names = {"a": 0, "b": 1, "c": 2}
+    rows: list[dict[Any, Any]] = [{"b": 2.0, "a": 0.0}, {}, {"c": -1, "a": 0.5}]
+    got = sparse_attributes(rows, 3, True, names)
+    space = InputSpace(
+        [0, 1], attributes={"feature_names": list(names), "constant_attribute": True}
+    )
+    for row, x in zip(rows, got, strict=True):
+        assert x is not None
+        assert_same(x, space.encode({"features": row}, "attributes"))
+    dense = [[0.0, 2.0, 0.0], [0, 0, 0], [1, -0.5, 3]]
+    for row, x in zip(dense, dense_attributes(dense, 3, True), strict=True):
+        assert x is not None
+        assert_same(x, space.encode({"features": row}, "attributes"))
+    assert dense_attributes([[1.0, 2.0], [1.0, 2.0, 3.0]], 3, False)[0] is None
+    assert sparse_attributes([{"a": 1.0}, {"zz": 1.0}], 3, False, names)[1] is None
