@@ -186,9 +186,19 @@ def _payloads(space: InputSpace, n: int, rng: np.random.Generator) -> list[dict[
 
 def _as_logged(x: Attributes | Experts) -> Attributes | Experts:
     """``x`` rebuilt from int32 indices, as a worker decodes it from the trial log."""
+    # read-only, as arrays over the stored bytes are (numba compiles for each kind)
     if isinstance(x, Attributes):
-        return Attributes(x.indices.astype(np.int32), x.values.copy())
-    return Experts(x.expert.astype(np.int32), x.cls.astype(np.int32), x.value.copy())
+        idx, val = (
+            np.frombuffer(a.tobytes(), a.dtype) for a in (x.indices.astype(np.int32), x.values)
+        )
+        got = Attributes.ascending(idx, val)
+        return Attributes(idx, val) if got is None else got
+    e, c, v = (
+        np.frombuffer(a.tobytes(), a.dtype)
+        for a in (x.expert.astype(np.int32), x.cls.astype(np.int32), x.value)
+    )
+    kept = Experts.ascending(e, c, v, max(x.n_classes, 1))
+    return Experts(e, c, v) if kept is None else kept
 
 
 def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bool = True) -> None:

@@ -58,8 +58,12 @@ def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Expe
             n, rest = divmod(len(body), 12)
             if rest:
                 raise CorruptData(f"attribute instance of {len(body)} bytes: not 12 per entry")
+            # as encode_instance writes them, checked at once; else read (and checked)
+            # as any instance
             idx = np.frombuffer(body, _I4, n)
-            x: Attributes | Experts = Attributes(idx, np.frombuffer(body, _F8, n, 4 * n))
+            val = np.frombuffer(body, _F8, n, 4 * n)
+            got = Attributes.ascending(idx, val)
+            x: Attributes | Experts = Attributes(idx, val) if got is None else got
             top = x.size
         elif tag == b"E":
             n, rest = divmod(len(body), 16)
@@ -67,7 +71,9 @@ def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Expe
                 raise CorruptData(f"expert instance of {len(body)} bytes: not 16 per entry")
             e = np.frombuffer(body, _I4, n)
             c = np.frombuffer(body, _I4, n, 4 * n)
-            x = Experts(e, c, np.frombuffer(body, _F8, n, 8 * n))
+            v = np.frombuffer(body, _F8, n, 8 * n)
+            kept = Experts.ascending(e, c, v, n_classes)
+            x = Experts(e, c, v) if kept is None else kept
             top = x.size
             if x.n_classes > n_classes:
                 raise CorruptData(f"instance votes for class {x.n_classes - 1} of {n_classes}")

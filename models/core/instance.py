@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from models.kernels.instances import ascending_attributes, ascending_experts
+
 __all__ = [
     "AttributeBatch",
     "Attributes",
@@ -67,11 +69,11 @@ def _as_indices(indices: Any, what: str) -> np.ndarray:
         return _EMPTY_I.copy()
     if arr.dtype.kind == "f" and not (np.isfinite(arr).all() and (arr == np.floor(arr)).all()):
         raise InvalidInstance(f"{what} must be a list of integers")
-    if arr.min() < 0:
+    if arr.dtype.kind != "u" and arr.min() < 0:
         raise InvalidInstance(f"{what} must be >= 0, got {arr.min():g}")
-    if arr.max() >= 2**62:
+    if (arr.dtype.kind == "f" or arr.dtype.itemsize > 4) and arr.max() >= 2**62:
         raise InvalidInstance(f"{what} must be < 2**62, got {arr.max():g}")
-    return arr.astype(np.int64)
+    return arr.astype(np.int64, copy=arr.dtype != np.int64)
 
 
 class Attributes:
@@ -131,6 +133,25 @@ class Attributes:
         self.high = float(val.max()) if val.size else 0.0
         idx.flags.writeable = False
         val.flags.writeable = False
+
+    @classmethod
+    def ascending(cls, indices: np.ndarray, values: np.ndarray) -> Attributes | None:
+        """The instance of a one-dimensional integer array ``indices`` and float array
+        ``values`` when they are as an instance keeps them (indices strictly ascending,
+        values finite and non-zero), checked in one compiled pass over copies of them;
+        None when they are not (the constructor then sorts them or says what is wrong)."""
+        if not indices.ndim == values.ndim == 1 or indices.size != values.size:
+            return None
+        ok, idx, val, low, high = ascending_attributes(indices, values)
+        if not ok:
+            return None
+        obj = cls.__new__(cls)
+        obj.indices, obj.values = idx, val
+        obj.size = int(idx[-1]) + 1 if idx.size else 0
+        obj.low, obj.high = low, high
+        idx.flags.writeable = False
+        val.flags.writeable = False
+        return obj
 
     @classmethod
     def _trusted(cls, idx: np.ndarray, val: np.ndarray) -> Attributes:
@@ -250,6 +271,16 @@ class AttributeBatch:
         return Attributes(self.indices[lo:hi], self.values[lo:hi])
 
 
+def _ascending(e: np.ndarray, c: np.ndarray) -> bool:
+    """Whether the pairs (e[i], c[i]) of non-negative indices strictly ascend."""
+    top = int(c.max()) + 1
+    if int(e.max()) < 2**62 // top:  # e * top + c cannot overflow: one key per pair
+        key = e * top + c
+        return bool((key[1:] > key[:-1]).all())
+    de, dc = e[1:] - e[:-1], c[1:] - c[:-1]
+    return bool(((de > 0) | ((de == 0) & (dc > 0))).all())
+
+
 class Experts:
     """A sparse sub-expert instance: triples (expert, class, value), sorted, zeros omitted.
 
@@ -285,7 +316,7 @@ class Experts:
         nz = v != 0.0
         if not nz.all():
             e, c, v = e[nz], c[nz], v[nz]
-        if e.size > 1:
+        if e.size > 1 and not _ascending(e, c):
             order = np.lexsort((c, e))
             e, c, v = e[order], c[order], v[order]
             dup = (e[1:] == e[:-1]) & (c[1:] == c[:-1])
@@ -293,6 +324,26 @@ class Experts:
                 j = int(np.flatnonzero(dup)[0])
                 raise InvalidInstance(f"expert {int(e[j])} votes for class {int(c[j])} twice")
         self._set(np.ascontiguousarray(e), np.ascontiguousarray(c), np.ascontiguousarray(v))
+
+    @classmethod
+    def ascending(cls, e: np.ndarray, c: np.ndarray, v: np.ndarray, k: int) -> Experts | None:
+        """The instance of one-dimensional integer arrays ``e`` and ``c`` and float array
+        ``v`` when they are as an instance keeps them (pairs (e, c) strictly ascending,
+        classes below ``k``, votes finite and non-zero), checked in one compiled pass
+        over copies of them; None when they are not (the constructor then sorts them or
+        says what is wrong)."""
+        if not e.ndim == c.ndim == v.ndim == 1 or not e.size == c.size == v.size:
+            return None
+        ok, e, c, v, n_classes, low, high = ascending_experts(e, c, v, k)
+        if not ok:
+            return None
+        obj = cls.__new__(cls)
+        obj.expert, obj.cls, obj.value = e, c, v
+        obj.size = int(e[-1]) + 1 if e.size else 0
+        obj.n_classes, obj.low, obj.high = n_classes, low, high
+        for a in (e, c, v):
+            a.flags.writeable = False
+        return obj
 
     def _set(self, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None) -> None:
         self.expert, self.cls, self.value = e, c, v

@@ -146,7 +146,7 @@ def test_constructor_leaves_the_callers_arrays_writeable() -> None:
     assert idx.flags.writeable and val.flags.writeable
     e, c, v = np.array([3]), np.array([1]), np.array([1.0])
     Experts(e, c, v)
-    assert e.flags.writeable and c.flags.writeable and v.flags.writeable
+    assert e.flags.writeable and c.flags.writeable and v.flags.writeable  # not frozen
 
 
 def test_instance_does_not_alias_the_callers_arrays() -> None:
@@ -494,3 +494,98 @@ def test_a_non_finite_value_is_rejected_with_its_position(
         Attributes.coerce(values)
     with pytest.raises(InvalidInstance, match=rf"\[{where}\]"):
         Attributes(list(range(len(values))), values)
+
+
+@st.composite
+def stored_triples(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Triples as a sub-expert instance keeps them (sorted, distinct, non-zero) more often
+    than not, as int32 and float64 arrays; now and then one thing is off."""
+    k = draw(st.integers(1, 6))
+    pairs = sorted(draw(st.sets(st.tuples(st.integers(0, 40), st.integers(0, k - 1)))))
+    e = [p[0] for p in pairs]
+    c = [p[1] for p in pairs]
+    v = [draw(st.sampled_from([1.0, -0.5, 2.5, 1e-300, -3.0])) for _ in pairs]
+    if pairs and draw(st.booleans()):
+        i = draw(st.integers(0, len(pairs) - 1))
+        what = draw(st.sampled_from(["order", "twice", "zero", "nan", "inf", "class", "neg"]))
+        if what == "order" and len(pairs) > 1:
+            e[i], e[i - 1], c[i], c[i - 1] = e[i - 1], e[i], c[i - 1], c[i]
+        elif what == "twice" and len(pairs) > 1:
+            e[i], c[i] = e[i - 1], c[i - 1]
+        elif what in ("zero", "nan", "inf"):
+            v[i] = {"zero": 0.0, "nan": math.nan, "inf": -math.inf}[what]
+        elif what == "class":
+            c[i] = k + draw(st.integers(0, 2))
+        elif what == "neg":
+            e[i] = -1
+    arrays = np.array(e, np.int32), np.array(c, np.int32), np.array(v, np.float64)
+    return (*arrays, k)
+
+
+@settings(max_examples=400, deadline=None)
+@given(stored_triples())
+def test_ascending_triples_are_the_constructors_instance(
+    triples: tuple[np.ndarray, np.ndarray, np.ndarray, int],
+) -> None:
+    e, c, v, k = triples
+    got = Experts.ascending(e, c, v, k)
+    try:
+        want: Experts | None = Experts(e, c, v)
+    except InvalidInstance:
+        want = None
+    plain = (
+        want is not None
+        and want.expert.size == e.size  # nothing dropped or merged
+        and (want.expert.tolist(), want.cls.tolist()) == (e.tolist(), c.tolist())
+        and (c < k).all()
+    )
+    if not plain:
+        assert got is None
+        return
+    assert want is not None and got is not None
+    for a, b in ((got.expert, want.expert), (got.cls, want.cls), (got.value, want.value)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes() and not a.flags.writeable
+    assert (got.size, got.n_classes, got.low, got.high) == (
+        want.size,
+        want.n_classes,
+        want.low,
+        want.high,
+    )
+    assert type(got.size) is int and type(got.n_classes) is int
+    assert type(got.low) is float and type(got.high) is float
+    assert e.flags.writeable and c.flags.writeable and v.flags.writeable  # not frozen
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), unique=True).map(sorted),
+    st.data(),
+)
+def test_ascending_attributes_are_the_constructors_instance(
+    indices: list[int], data: st.DataObject
+) -> None:
+    values = [data.draw(st.sampled_from([1.0, -0.5, 3.0, 1e-300])) for _ in indices]
+    if indices and data.draw(st.booleans()):
+        i = data.draw(st.integers(0, len(indices) - 1))
+        what = data.draw(st.sampled_from(["order", "twice", "zero", "nan", "neg"]))
+        if what in ("order", "twice") and len(indices) > 1:
+            indices[i] = indices[i - 1] - (what == "order")
+        elif what == "neg":
+            indices[i] = -1
+        elif what in ("zero", "nan"):
+            values[i] = 0.0 if what == "zero" else math.nan
+    idx, val = np.array(indices, np.int32), np.array(values, np.float64)
+    got = Attributes.ascending(idx, val)
+    try:
+        want: Attributes | None = Attributes(idx, val)
+    except InvalidInstance:
+        want = None
+    if want is None or want.indices.tolist() != indices:  # not as an instance keeps them
+        assert got is None
+        return
+    assert got is not None
+    for a, b in ((got.indices, want.indices), (got.values, want.values)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes() and not a.flags.writeable
+    assert (got.size, got.low, got.high) == (want.size, want.low, want.high)
+    assert type(got.size) is int and type(got.low) is float and type(got.high) is float
+    assert idx.flags.writeable and val.flags.writeable  # not frozen

@@ -1,0 +1,70 @@
+"""Compiled checks of an instance read back from storage (numba, cached on disk): one
+pass over its arrays instead of a dozen numpy passes."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["ascending_attributes", "ascending_experts"]
+
+
+@njit(cache=True, nogil=True)
+def ascending_experts(
+    e: np.ndarray, c: np.ndarray, v: np.ndarray, k: int
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, int, float, float]:
+    """``(ok, e, c, v, n_classes, low, high)``: int64 and float64 copies of the triples,
+    the classes they vote for and their value range, with ``ok`` true when the pairs
+    (e, c) strictly ascend, 0 <= e, 0 <= c < k, and every vote is finite and non-zero."""
+    n = e.size
+    out_e = np.empty(n, dtype=np.int64)
+    out_c = np.empty(n, dtype=np.int64)
+    out_v = np.empty(n, dtype=np.float64)
+    top, low, high = 0, np.inf, -np.inf
+    limit = (2**62) // max(k, 1)  # e * k + c stays within int64
+    previous = -1
+    for i in range(n):
+        ei, ci, vi = int(e[i]), int(c[i]), float(v[i])
+        if ei < 0 or ei >= limit or ci < 0 or ci >= k or vi == 0.0 or not np.isfinite(vi):
+            return False, out_e, out_c, out_v, 0, 0.0, 0.0
+        key = ei * k + ci
+        if key <= previous:
+            return False, out_e, out_c, out_v, 0, 0.0, 0.0
+        previous = key
+        out_e[i], out_c[i], out_v[i] = ei, ci, vi
+        if ci >= top:
+            top = ci + 1
+        if vi < low:
+            low = vi
+        if vi > high:
+            high = vi
+    if n == 0:
+        low, high = 0.0, 0.0
+    return True, out_e, out_c, out_v, top, low, high
+
+
+@njit(cache=True, nogil=True)
+def ascending_attributes(
+    idx: np.ndarray, val: np.ndarray
+) -> tuple[bool, np.ndarray, np.ndarray, float, float]:
+    """``(ok, idx, val, low, high)``: int64 and float64 copies of an attribute instance
+    and its value range, with ``ok`` true when the indices strictly ascend from 0 or more
+    (below 2**62) and every value is finite and non-zero."""
+    n = idx.size
+    out_i = np.empty(n, dtype=np.int64)
+    out_v = np.empty(n, dtype=np.float64)
+    low, high = np.inf, -np.inf
+    previous = -1
+    for j in range(n):
+        i, x = int(idx[j]), float(val[j])
+        if i <= previous or i >= 2**62 or x == 0.0 or not np.isfinite(x):
+            return False, out_i, out_v, 0.0, 0.0
+        previous = i
+        out_i[j], out_v[j] = i, x
+        if x < low:
+            low = x
+        if x > high:
+            high = x
+    if n == 0:
+        low, high = 0.0, 0.0
+    return True, out_i, out_v, low, high
