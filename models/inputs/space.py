@@ -718,25 +718,10 @@ class InputSpace:
             scores = normalise_votes(got.scores, paths, self._normalize, self.labels)
         except InvalidInstance:
             return None
-        expert, row = got.expert, got.row
-        r, c = np.nonzero(scores)
-        e, cls, v, at = [expert[r]], [c], [scores[r, c]], [row[r]]
-        if self._layered:
-            e[0] = self._named_at[e[0]]
-        if self._s:
-            split = np.array(self._split, dtype=np.int64)
-            pieces = scores[:, split]
-            r, j = np.nonzero(pieces)
-            if self._layered:
-                e.append(self._split_at[expert[r], j])
-            else:
-                e.append(len(self._expert_names) + expert[r] * self._s + j)
-            cls.append(split[j])
-            v.append(pieces[r, j])
-            at.append(row[r])
+        e, cls, v, voted = self._triples(got.expert, scores)
         return _expert_rows(
             len(votes),
-            np.concatenate(at),
+            np.concatenate([got.row[r] for r in voted]),
             np.concatenate(e),
             np.concatenate(cls),
             np.concatenate(v),
@@ -814,23 +799,30 @@ class InputSpace:
             order = np.argsort(experts, kind="stable")
             experts, scores = experts[order], scores[order]
         # each expert votes once, so row-major non-zeros come sorted by (expert, class)
+        e, cls, v, _ = self._triples(experts, scores)
+        return Experts._trusted(np.concatenate(e), np.concatenate(cls), np.concatenate(v))
+
+    def _triples(
+        self, expert: np.ndarray, scores: np.ndarray
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """The (sub-expert, class, vote) triples of votes ``scores`` (a row per vote) by
+        experts ``expert``, in blocks: the named sub-experts', then the split classes';
+        with the block's rows of ``scores`` each triple comes from."""
         r, c = np.nonzero(scores)
-        e, cls, v = (
-            [self._named_at[experts[r]] if self._layered else experts[r]],
-            [c],
-            [scores[r, c]],
-        )
+        e = [self._named_at[expert[r]] if self._layered else expert[r]]
+        cls, v, rows = [c], [scores[r, c]], [r]
         if self._s:
             split = np.array(self._split, dtype=np.int64)
             pieces = scores[:, split]
             r, j = np.nonzero(pieces)
             if self._layered:
-                e.append(self._split_at[experts[r], j])
+                e.append(self._split_at[expert[r], j])
             else:
-                e.append(len(self._expert_names) + experts[r] * self._s + j)
+                e.append(len(self._expert_names) + expert[r] * self._s + j)
             cls.append(split[j])
             v.append(pieces[r, j])
-        return Experts._trusted(np.concatenate(e), np.concatenate(cls), np.concatenate(v))
+            rows.append(r)
+        return e, cls, v, rows
 
 
 def _expert_rows(

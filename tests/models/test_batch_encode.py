@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _same import assert_same_experts
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.core.instance import Attributes, Experts
+from models.core.instance import Attributes
 from models.inputs.batch import dense_attributes, sparse_attributes
 from models.inputs.space import NORMALIZE, InputSpace
 
@@ -156,18 +157,7 @@ def assert_identical(got: Any, want: Any) -> None:
     if isinstance(want, Exception):
         assert type(got) is type(want) and str(got) == str(want)
         return
-    assert type(got) is type(want) is Experts
-    for a, b in ((got.expert, want.expert), (got.cls, want.cls), (got.value, want.value)):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
-        assert not a.flags.writeable and a.flags.c_contiguous
-    assert (got.size, got.n_classes, got.low, got.high) == (
-        want.size,
-        want.n_classes,
-        want.low,
-        want.high,
-    )
-    assert type(got.size) is int and type(got.n_classes) is int
-    assert type(got.low) is float and type(got.high) is float
+    assert_same_experts(got, want)
 
 
 ODD_SCORES = [math.nan, math.inf, True, "0.5", None, 10**400, -1.0, np.float64(0.5), [1.0]]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _same import assert_same_experts
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -543,16 +544,7 @@ def test_ascending_triples_are_the_constructors_instance(
         assert got is None
         return
     assert want is not None and got is not None
-    for a, b in ((got.expert, want.expert), (got.cls, want.cls), (got.value, want.value)):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes() and not a.flags.writeable
-    assert (got.size, got.n_classes, got.low, got.high) == (
-        want.size,
-        want.n_classes,
-        want.low,
-        want.high,
-    )
-    assert type(got.size) is int and type(got.n_classes) is int
-    assert type(got.low) is float and type(got.high) is float
+    assert_same_experts(got, want)
     assert e.flags.writeable and c.flags.writeable and v.flags.writeable  # not frozen
 
 
