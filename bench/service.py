@@ -537,17 +537,18 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         def pending_needed() -> int:
             """Pending trials enough for one label phase, with a margin. The fast path can
-            outrun the empty FastAPI endpoint, and one phase may meet a burst of load from
-            elsewhere that the next misses: the bound is the fastest of the empty endpoint
-            and the service's predict."""
+            outrun the empty FastAPI endpoint, a fusion label (which reads its instance
+            from the log, not the request) can outrun predict, and one phase may meet a
+            burst of load from elsewhere that the next misses: the bound is the fastest
+            of the empty endpoint and the service's predict, at most 3 times its fastest
+            label so far, and never below that label."""
+            done = run.results
             kinds = ("empty", f"empty_{run.client}", "predict")
-            cap = max(r.rate for k in kinds for r in run.results.get(k, []))
-            labels = [
-                r.rate for k in ("label", "label-10k", "label-1m") for r in run.results.get(k, [])
-            ]
+            cap = max(r.rate for k in kinds for r in done.get(k, []))
+            labels = [r.rate for k, rs in done.items() if k.startswith("label") for r in rs]
             if labels:
-                cap = min(cap, 3 * max(labels))
-            return math.ceil(cap * (warmup + seconds) * 1.2)
+                cap = max(min(cap, 3 * max(labels)), max(labels))
+            return math.ceil(cap * (warmup + seconds) * 1.5)
 
         def run_auth(k: int, bodies: list[bytes]) -> None:
             path = f"{base}/predict"
