@@ -74,14 +74,29 @@ def _instance(x: bodies.Instance) -> dict[str, Any]:
     return {"experts": experts} if features is None else {"features": features, "experts": experts}
 
 
+_PREDICT_FIELDS = frozenset({"instance", "trial_id", "track"})
+_LEARN_FIELDS = frozenset({"instance", "label"})
+
+
+def _read(raw: bytes, body: Body[Any], fields: frozenset[str]) -> dict[str, Any]:
+    """A single trial's body, its instance as the payload the service takes: a fusion
+    instance read by :func:`app.bodies.read_trial` where it can, else by ``body``."""
+    got = bodies.read_trial(raw, fields)
+    if got is not None:
+        return got
+    b: dict[str, Any] = dict(body.read(raw))
+    b["instance"] = _instance(b["instance"])
+    return b
+
+
 async def predict_one(
     calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = PREDICT.read(raw)
+    b = _read(raw, PREDICT, _PREDICT_FIELDS)
     await _limit(calls, 1, admit)
     got = await calls.predict_one(
-        name, _instance(b["instance"]), b.get("trial_id"), track=b.get("track", True)
+        name, b["instance"], b.get("trial_id"), track=b.get("track", True)
     )
     return _one([got])
 
@@ -100,9 +115,9 @@ async def learn_one(
 ) -> dict[str, Any]:
     check_name(name)
     idem = idempotency(key, "learn", name, raw)
-    b = LEARN.read(raw)
+    b = _read(raw, LEARN, _LEARN_FIELDS)
     await _limit(calls, 1, admit)
-    return _one([await calls.learn_one(name, _instance(b["instance"]), b["label"], idem)])
+    return _one([await calls.learn_one(name, b["instance"], b["label"], idem)])
 
 
 async def predict_many(

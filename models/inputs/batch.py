@@ -14,11 +14,17 @@ objects of a batch, every vote of one plain form (a label, a list of k scores, o
 ``{label: score}`` object), read into one score matrix with a row per vote, by C-level
 iteration and numpy, with no Python step per vote or per score. What is not plainly well
 formed is left to :meth:`~models.inputs.space.InputSpace.encode`.
+
+An ``experts`` object may also come as its JSON text, unparsed (:class:`RawExperts`):
+:func:`raw_expert_votes` reads the votes of such objects straight from their text, in one
+compiled pass (:func:`models.kernels.jsontext.read_votes`), to the same score matrix; what
+that pass refuses is parsed (:meth:`RawExperts.document`) and read as above.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +32,16 @@ from typing import Any
 import numpy as np
 
 from models.core.instance import Attributes
+from models.kernels.jsontext import read_votes
 
-__all__ = ["Votes", "dense_attributes", "expert_votes", "sparse_attributes"]
+__all__ = [
+    "RawExperts",
+    "Votes",
+    "dense_attributes",
+    "expert_votes",
+    "raw_expert_votes",
+    "sparse_attributes",
+]
 
 _NUMBER_TYPES = frozenset({float, int})
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
@@ -302,3 +316,66 @@ def _mapped(
     scores = np.zeros(len(values) * k)
     scores[at] = arr
     return scores.reshape(len(values), k)
+
+
+@dataclass(frozen=True, slots=True)
+class RawExperts:
+    """The payload ``{"experts": <object>}`` whose object is ``text[start:end]``, JSON
+    that :func:`models.kernels.jsontext.members` has read (so any JSON parser reads it to
+    the same document)."""
+
+    text: bytes
+    start: int
+    end: int
+
+    def document(self) -> dict[str, Any]:
+        """The payload as a parsed document."""
+        return {"experts": json.loads(self.text[self.start : self.end])}
+
+
+@dataclass(frozen=True)
+class NameTable:
+    """Names as the compiled readers match them: name ``j`` is the UTF-8 text
+    ``blob[ptr[j]:ptr[j + 1]]``, standing for ``index[j]``."""
+
+    blob: np.ndarray  # uint8
+    ptr: np.ndarray  # int64
+    index: np.ndarray  # int64
+
+    @classmethod
+    def of(cls, names: Mapping[str, int]) -> NameTable:
+        texts = [name.encode() for name in names]
+        ptr = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t in texts], out=ptr[1:])
+        blob = np.frombuffer(b"".join(texts) or b"\0", dtype=np.uint8)
+        return cls(blob, ptr, np.fromiter(names.values(), dtype=np.int64, count=len(texts)))
+
+
+def raw_expert_votes(
+    items: Sequence[RawExperts], experts: NameTable, labels: NameTable, k: int
+) -> Votes | None:
+    """The votes of the ``experts`` objects ``items``, as :func:`expert_votes` reads their
+    documents, given ``experts`` (each known expert by name) and ``labels`` (each class by
+    its label as a JSON object key); None when the compiled reader refuses them."""
+    first = items[0].text
+    if all(x.text is first for x in items):
+        text, offsets = first, [0] * len(items)
+    else:
+        texts = [x.text for x in items]
+        text = b"".join(texts)
+        offsets = list(itertools.accumulate(map(len, texts), initial=0))
+    starts = np.array([o + x.start for o, x in zip(offsets, items, strict=False)], dtype=np.int64)
+    ends = np.array([o + x.end for o, x in zip(offsets, items, strict=False)], dtype=np.int64)
+    n, expert, row, scores = read_votes(
+        np.frombuffer(text, dtype=np.uint8),
+        starts,
+        ends,
+        experts.blob,
+        experts.ptr,
+        labels.blob,
+        labels.ptr,
+        k,
+    )
+    if n < 0:
+        return None
+    return Votes(experts.index[expert], row, scores)

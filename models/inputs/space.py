@@ -81,7 +81,15 @@ from models.core.instance import (
 )
 from models.core.learner import UnknownLabel
 from models.core.params import Bool, Integer, InvalidParameter, Labels, Options
-from models.inputs.batch import dense_attributes, expert_votes, sparse_attributes
+from models.inputs.batch import (
+    NameTable,
+    RawExperts,
+    Votes,
+    dense_attributes,
+    expert_votes,
+    raw_expert_votes,
+    sparse_attributes,
+)
 from models.inputs.payload import (
     check_option,
     indexed_path,
@@ -94,6 +102,7 @@ from models.inputs.payload import (
     read_votes,
     show,
 )
+from models.kernels.instances import vote_rows
 
 __all__ = ["FORMS", "NORMALIZE", "InputSpace"]
 
@@ -156,6 +165,8 @@ class InputSpace:
         self._names: dict[str, int] = {}
         self._retired: frozenset[str] = frozenset()
         self._expert_index: dict[str, int] = {}
+        # the experts and labels as the compiled reader of JSON text matches them
+        self._tables: tuple[NameTable, NameTable] | None = None
         self._expert_names: tuple[str, ...] = ()
         self._split: tuple[int, ...] = ()
         self._normalize, self._threshold = "raw", False
@@ -670,6 +681,13 @@ class InputSpace:
         """
         self._check_form(form)
         fast: dict[int, Attributes | Experts] = {}
+        raw = [t for t, p in enumerate(payloads) if type(p) is RawExperts]
+        if raw:
+            votes = self._raw_votes_each([payloads[t] for t in raw]) if form == "experts" else None
+            if votes is not None:
+                fast = dict(zip(raw, votes, strict=True))
+            else:  # refused: read as documents, which names any fault
+                payloads = [p.document() if type(p) is RawExperts else p for p in payloads]
         if form == "attributes" and self._mode in ("n_features", "feature_names"):
             features = [
                 (t, p["features"])
@@ -692,9 +710,10 @@ class InputSpace:
                 for t, p in enumerate(payloads)
                 if type(p) is dict and len(p) == 1 and type(p.get("experts")) is dict
             ]
+            rows = [t for t in rows if t not in fast]
             if len(rows) >= VOTES_TOGETHER:
                 votes = self._votes_each([payloads[t]["experts"] for t in rows])
-                fast = dict(zip(rows, votes or (), strict=False))
+                fast.update(zip(rows, votes or (), strict=False))
         out: list[Attributes | Experts | InvalidInstance | InvalidParameter] = []
         for t, payload in enumerate(payloads):
             done = fast.get(t)
@@ -711,16 +730,34 @@ class InputSpace:
         """The instance of each ``experts`` object as :meth:`_encode_votes` gives it,
         worked out together; None when one is not plainly well formed."""
         got = expert_votes(votes, self._expert_index, self._class, self._keys_in_order, self._k)
-        if got is None:
+        return None if got is None else self._voted(got, len(votes))
+
+    def _raw_votes_each(self, items: list[RawExperts]) -> list[Experts] | None:
+        """The instance of each payload ``items`` as :meth:`_encode_votes` gives it, read
+        from its text together; None when the text is not read so (then parse it)."""
+        if self.attributes is not None or self._threshold or self._keys_in_order is None:
             return None
+        if self._tables is None:
+            self._tables = (
+                NameTable.of(self._expert_index),
+                NameTable.of({key: c for c, key in enumerate(self._keys_in_order)}),
+            )
+        got = raw_expert_votes(items, *self._tables, self._k)
+        return None if got is None else self._voted(got, len(items))
+
+    def _voted(self, got: Votes, n: int) -> list[Experts] | None:
+        """The instances of ``n`` payloads whose votes are ``got``; None when one is not
+        plainly well formed."""
         try:
             paths = [("experts", False)] * len(got.row)  # (named only by an error)
             scores = normalise_votes(got.scores, paths, self._normalize, self.labels)
         except InvalidInstance:
             return None
+        if not self._layered and not self._s:  # the common case, in one compiled pass
+            return _experts_of(*vote_rows(got.row, got.expert, scores, n))
         e, cls, v, voted = self._triples(got.expert, scores)
         return _expert_rows(
-            len(votes),
+            n,
             np.concatenate([got.row[r] for r in voted]),
             np.concatenate(e),
             np.concatenate(cls),
@@ -848,6 +885,21 @@ def _expert_rows(
         classes[filled] = np.maximum.reduceat(c, starts) + 1
         low[filled] = np.minimum.reduceat(v, starts)
         high[filled] = np.maximum.reduceat(v, starts)
+    return _experts_of(e, c, v, ptr, sizes, classes, low, high)
+
+
+def _experts_of(
+    e: np.ndarray,
+    c: np.ndarray,
+    v: np.ndarray,
+    ptr: np.ndarray,
+    sizes: np.ndarray,
+    classes: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+) -> list[Experts]:
+    """One :class:`Experts` per row: row ``t`` the triples ``ptr[t]:ptr[t + 1]``, with
+    its extent, classes and value range; each views the shared read-only arrays."""
     arrays = [np.ascontiguousarray(a) for a in (e, c, v)]
     for arr in arrays:
         arr.flags.writeable = False

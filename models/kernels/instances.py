@@ -1,12 +1,13 @@
-"""Compiled checks of an instance read back from storage (numba, cached on disk): one
-pass over its arrays instead of a dozen numpy passes."""
+"""Compiled passes over instances (numba, cached on disk): the checks of an instance read
+back from storage, and the instances of a batch of votes; each one pass over the arrays
+instead of a dozen numpy passes."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["ascending_attributes", "ascending_experts"]
+__all__ = ["ascending_attributes", "ascending_experts", "vote_rows"]
 
 
 @njit(cache=True, nogil=True)
@@ -68,3 +69,56 @@ def ascending_attributes(
     if n == 0:
         low, high = 0.0, 0.0
     return True, out_i, out_v, low, high
+
+
+@njit(cache=True, nogil=True)
+def vote_rows(
+    row: np.ndarray, expert: np.ndarray, scores: np.ndarray, n: int
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:
+    """``(e, c, v, ptr, sizes, classes, low, high)``: the non-zero votes ``scores[j, c]``
+    of expert ``expert[j]`` in instance ``row[j] < n`` as triples sorted by (instance,
+    expert, class), instance ``t`` holding ``ptr[t]:ptr[t + 1]``, with its extent (the
+    top expert, plus one), the classes it votes for (the top one, plus one) and its value
+    range; an expert votes at most once per instance."""
+    votes, k = scores.shape
+    order = np.arange(votes)
+    for j in range(1, votes):
+        if row[j] < row[j - 1] or (row[j] == row[j - 1] and expert[j] < expert[j - 1]):
+            order = np.argsort(row * (expert.max() + 1) + expert, kind="mergesort")
+            break
+    nonzero = 0
+    for j in range(votes):
+        for c in range(k):
+            if scores[j, c] != 0.0:
+                nonzero += 1
+    e = np.empty(nonzero, dtype=np.int64)
+    c_out = np.empty(nonzero, dtype=np.int64)
+    v = np.empty(nonzero, dtype=np.float64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    sizes = np.zeros(n, dtype=np.int64)
+    classes = np.zeros(n, dtype=np.int64)
+    low = np.zeros(n)
+    high = np.zeros(n)
+    at = 0
+    for at_vote in range(votes):
+        j = order[at_vote]
+        t = row[j]
+        for c in range(k):
+            x = scores[j, c]
+            if x == 0.0:
+                continue
+            if ptr[t + 1] == 0 or x < low[t]:
+                low[t] = x
+            if ptr[t + 1] == 0 or x > high[t]:
+                high[t] = x
+            ptr[t + 1] += 1
+            if c + 1 > classes[t]:
+                classes[t] = c + 1
+            sizes[t] = expert[j] + 1
+            e[at], c_out[at], v[at] = expert[j], c, x
+            at += 1
+    for t in range(n):
+        ptr[t + 1] += ptr[t]
+    return e, c_out, v, ptr, sizes, classes, low, high

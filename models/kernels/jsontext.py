@@ -1,0 +1,460 @@
+"""Compiled readers of JSON text (numba, cached on disk), for the request bodies the
+service reads thousands of times a second.
+
+They read a strict subset of JSON: ASCII text, strings without escapes, integers of at
+most 18 digits and numbers whose decimal mantissa and exponent allow an exact conversion
+(Clinger's fast path: a mantissa below 2**53 and a power of ten up to 22, so one IEEE
+multiplication or division gives the correctly rounded double). Anything else, valid JSON
+or not, is *refused*: the caller then reads the text with a full JSON parser, which
+answers it exactly as before. So whatever these readers accept, a full parser reads to
+the same document.
+
+Every reader works on a ``uint8`` array and returns a status first; a negative status is a
+refusal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "KIND_ARRAY",
+    "KIND_FALSE",
+    "KIND_FLOAT",
+    "KIND_INT",
+    "KIND_NULL",
+    "KIND_OBJECT",
+    "KIND_STRING",
+    "KIND_TRUE",
+    "MAX_DEPTH",
+    "members",
+    "read_votes",
+]
+
+KIND_STRING, KIND_INT, KIND_FLOAT, KIND_OBJECT = 0, 1, 2, 3
+KIND_ARRAY, KIND_TRUE, KIND_FALSE, KIND_NULL = 4, 5, 6, 7
+MAX_DEPTH = 32  # deeper nesting is refused
+REFUSED = -1
+
+# exact powers of ten: every one up to 1e22 is a double
+_POW10 = np.array([10.0**i for i in range(23)])
+_MANTISSA = 2**53
+_QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
+_LBRACE, _RBRACE, _LBRACKET, _RBRACKET = 123, 125, 91, 93
+_MINUS, _PLUS, _DOT, _ZERO, _NINE = 45, 43, 46, 48, 57
+_TRUE = np.frombuffer(b"true", dtype=np.uint8)
+_FALSE = np.frombuffer(b"false", dtype=np.uint8)
+_NULL = np.frombuffer(b"null", dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _ws(b: np.ndarray, i: int, end: int) -> int:
+    """The position of the first non-whitespace byte at or after ``i``."""
+    while i < end:
+        c = b[i]
+        if c != 32 and c != 10 and c != 13 and c != 9:
+            return i
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True)
+def _string(b: np.ndarray, i: int, end: int) -> int:
+    """The position just past the string opening at ``i``; REFUSED for an escape, a
+    control or non-ASCII byte, or no closing quote."""
+    i += 1
+    while i < end:
+        c = b[i]
+        if c == _QUOTE:
+            return i + 1
+        if c == _BACKSLASH or c < 32 or c >= 128:
+            return REFUSED
+        i += 1
+    return REFUSED
+
+
+@njit(cache=True, nogil=True)
+def _number(b: np.ndarray, i: int, end: int) -> tuple[int, int, float]:
+    """``(end, kind, value)`` of the number at ``i``; end REFUSED when it is not one
+    this reader converts exactly."""
+    negative = False
+    if i < end and b[i] == _MINUS:
+        negative = True
+        i += 1
+    if i >= end or not _ZERO <= b[i] <= _NINE:
+        return REFUSED, KIND_INT, 0.0
+    mantissa, digits, exponent = 0, 0, 0
+    if b[i] == _ZERO:
+        i += 1
+        if i < end and _ZERO <= b[i] <= _NINE:  # a leading zero
+            return REFUSED, KIND_INT, 0.0
+    else:
+        while i < end and _ZERO <= b[i] <= _NINE:
+            if digits < 19:
+                mantissa = mantissa * 10 + (b[i] - _ZERO)
+            digits += 1
+            i += 1
+    kind = KIND_INT
+    if i < end and b[i] == _DOT:
+        kind = KIND_FLOAT
+        i += 1
+        if i >= end or not _ZERO <= b[i] <= _NINE:
+            return REFUSED, kind, 0.0
+        while i < end and _ZERO <= b[i] <= _NINE:
+            if mantissa == 0 and b[i] == _ZERO:
+                exponent -= 1  # leading zeros of the fraction add no digit
+            else:
+                if digits < 19:
+                    mantissa = mantissa * 10 + (b[i] - _ZERO)
+                digits += 1
+                exponent -= 1
+            i += 1
+    if i < end and (b[i] == 101 or b[i] == 69):  # e or E
+        kind = KIND_FLOAT
+        i += 1
+        sign = 1
+        if i < end and (b[i] == _MINUS or b[i] == _PLUS):
+            sign = -1 if b[i] == _MINUS else 1
+            i += 1
+        if i >= end or not _ZERO <= b[i] <= _NINE:
+            return REFUSED, kind, 0.0
+        e = 0
+        while i < end and _ZERO <= b[i] <= _NINE:
+            if e < 10_000:
+                e = e * 10 + (b[i] - _ZERO)
+            i += 1
+        exponent += sign * e
+    if kind == KIND_INT:
+        if digits > 18:
+            return REFUSED, kind, 0.0
+        value = float(mantissa)  # -0 is the integer 0
+        return i, kind, -value if negative and mantissa != 0 else value
+    if digits > 15 or mantissa >= _MANTISSA:
+        return REFUSED, kind, 0.0
+    if mantissa == 0:
+        value = 0.0
+    elif exponent < -22 or exponent > 22:
+        return REFUSED, kind, 0.0
+    elif exponent < 0:
+        value = mantissa / _POW10[-exponent]
+    else:
+        value = mantissa * _POW10[exponent]
+    return i, kind, -value if negative else value
+
+
+@njit(cache=True, nogil=True)
+def _literal(b: np.ndarray, i: int, end: int, word: np.ndarray) -> int:
+    n = word.size
+    if i + n > end:
+        return REFUSED
+    for j in range(n):
+        if b[i + j] != word[j]:
+            return REFUSED
+    return i + n
+
+
+@njit(cache=True, nogil=True)
+def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
+    """``(end, kind)`` of the value at ``i`` (``i`` at its first byte), checked through
+    all its nesting; end REFUSED when it is not read."""
+    c = b[i] if i < end else 0
+    if c == _QUOTE:
+        return _string(b, i, end), KIND_STRING
+    if c == _MINUS or _ZERO <= c <= _NINE:
+        j, kind, _ = _number(b, i, end)
+        return j, kind
+    if c == 116:
+        return _literal(b, i, end, _TRUE), KIND_TRUE
+    if c == 102:
+        return _literal(b, i, end, _FALSE), KIND_FALSE
+    if c == 110:
+        return _literal(b, i, end, _NULL), KIND_NULL
+    if c != _LBRACE and c != _LBRACKET:
+        return REFUSED, KIND_NULL
+    kind = KIND_OBJECT if c == _LBRACE else KIND_ARRAY
+    # containers, without recursion: the open ones' closing bytes on a stack
+    stack = np.empty(MAX_DEPTH, dtype=np.uint8)
+    depth = 0
+    while True:
+        if i >= end:
+            return REFUSED, kind
+        c = b[i]
+        if c in (_LBRACE, _LBRACKET):
+            if depth == MAX_DEPTH:
+                return REFUSED, kind
+            stack[depth] = _RBRACE if c == _LBRACE else _RBRACKET
+            depth += 1
+            i = _ws(b, i + 1, end)
+            if i < end and b[i] == stack[depth - 1]:  # empty
+                depth -= 1
+                i += 1
+            elif stack[depth - 1] == _RBRACE:
+                if i >= end or b[i] != _QUOTE:
+                    return REFUSED, kind
+                i = _string(b, i, end)
+                if i < 0:
+                    return REFUSED, kind
+                i = _ws(b, i, end)
+                if i >= end or b[i] != _COLON:
+                    return REFUSED, kind
+                i = _ws(b, i + 1, end)
+                continue  # at the member's value
+            else:
+                continue  # at the first element
+        else:
+            if c == _QUOTE:
+                i = _string(b, i, end)
+            elif c == _MINUS or _ZERO <= c <= _NINE:
+                i, _, _ = _number(b, i, end)
+            elif c == 116:
+                i = _literal(b, i, end, _TRUE)
+            elif c == 102:
+                i = _literal(b, i, end, _FALSE)
+            elif c == 110:
+                i = _literal(b, i, end, _NULL)
+            else:
+                return REFUSED, kind
+            if i < 0:
+                return REFUSED, kind
+        # after a value inside the open containers: a comma or closing bytes
+        while depth > 0:
+            i = _ws(b, i, end)
+            if i >= end:
+                return REFUSED, kind
+            if b[i] == stack[depth - 1]:
+                depth -= 1
+                i += 1
+                continue
+            if b[i] != _COMMA:
+                return REFUSED, kind
+            i = _ws(b, i + 1, end)
+            if stack[depth - 1] == _RBRACE:
+                if i >= end or b[i] != _QUOTE:
+                    return REFUSED, kind
+                i = _string(b, i, end)
+                if i < 0:
+                    return REFUSED, kind
+                i = _ws(b, i, end)
+                if i >= end or b[i] != _COLON:
+                    return REFUSED, kind
+                i = _ws(b, i + 1, end)
+            if i >= end:
+                return REFUSED, kind
+            break
+        if depth == 0:
+            return i, kind
+
+
+@njit(cache=True, nogil=True)
+def _skip(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
+    """``(end, kind)`` of the value at ``i`` in text :func:`_value` has read."""
+    c = b[i]
+    if c != _LBRACE and c != _LBRACKET:
+        return _value(b, i, end)
+    kind = KIND_OBJECT if c == _LBRACE else KIND_ARRAY
+    depth = 0
+    while True:
+        c = b[i]
+        if c == _QUOTE:
+            i = _string(b, i, end)
+            continue
+        if c in (_LBRACE, _LBRACKET):
+            depth += 1
+        elif c in (_RBRACE, _RBRACKET):
+            depth -= 1
+            if depth == 0:
+                return i + 1, kind
+        i += 1
+
+
+@njit(cache=True, nogil=True)
+def members(
+    b: np.ndarray, start: int, end: int, whole: bool, checked: bool = False
+) -> tuple[int, np.ndarray]:
+    """``(n, spans)``: the members of the object at ``b[start:end]`` (after whitespace),
+    each checked through all its nesting (``checked``: the text was read so before, and
+    its values are only skipped): row ``j < n`` of ``spans`` is (key start, key end, value
+    start, value end, value kind), the key without its quotes. With ``whole`` nothing but
+    whitespace may follow the object. ``n`` is REFUSED when the text is not read, or a
+    key comes twice."""
+    spans = np.empty((8, 5), dtype=np.int64)
+    i = _ws(b, start, end)
+    if i >= end or b[i] != _LBRACE:
+        return REFUSED, spans
+    i = _ws(b, i + 1, end)
+    n = 0
+    if i < end and b[i] == _RBRACE:
+        i += 1
+    else:
+        while True:
+            if i >= end or b[i] != _QUOTE:
+                return REFUSED, spans
+            k0 = i + 1
+            i = _string(b, i, end)
+            if i < 0:
+                return REFUSED, spans
+            k1 = i - 1
+            i = _ws(b, i, end)
+            if i >= end or b[i] != _COLON:
+                return REFUSED, spans
+            v0 = _ws(b, i + 1, end)
+            v1, kind = _skip(b, v0, end) if checked else _value(b, v0, end)
+            if v1 < 0:
+                return REFUSED, spans
+            for j in range(n):  # a key given twice
+                if spans[j, 1] - spans[j, 0] == k1 - k0:
+                    same = True
+                    for t in range(k1 - k0):
+                        if b[spans[j, 0] + t] != b[k0 + t]:
+                            same = False
+                            break
+                    if same:
+                        return REFUSED, spans
+            if n == spans.shape[0]:
+                grown = np.empty((2 * n, 5), dtype=np.int64)
+                grown[:n] = spans
+                spans = grown
+            spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
+            n += 1
+            i = _ws(b, v1, end)
+            if i < end and b[i] == _COMMA:
+                i = _ws(b, i + 1, end)
+                continue
+            if i < end and b[i] == _RBRACE:
+                i += 1
+                break
+            return REFUSED, spans
+    if whole and _ws(b, i, end) != end:
+        return REFUSED, spans
+    return n, spans
+
+
+@njit(cache=True, nogil=True)
+def _find(b: np.ndarray, a: int, z: int, blob: np.ndarray, ptr: np.ndarray, guess: int) -> int:
+    """The index of the name ``b[a:z]`` among those ``blob[ptr[j]:ptr[j + 1]]``, tried
+    from ``guess`` on (names usually come in order); -1 when it is none of them."""
+    count = ptr.size - 1
+    n = z - a
+    for step in range(count):
+        j = guess + step
+        if j >= count:
+            j -= count
+        lo = ptr[j]
+        if ptr[j + 1] - lo != n:
+            continue
+        same = True
+        for t in range(n):
+            if blob[lo + t] != b[a + t]:
+                same = False
+                break
+        if same:
+            return j
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def read_votes(
+    b: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    names: np.ndarray,
+    names_ptr: np.ndarray,
+    keys: np.ndarray,
+    keys_ptr: np.ndarray,
+    k: int,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """``(n, expert, row, scores)``: the ``n`` votes of the ``experts`` objects
+    ``b[starts[t]:ends[t]]``, text :func:`members` has read, as
+    :func:`models.inputs.batch.expert_votes` reads them: vote ``j`` is expert
+    ``expert[j]`` (its index among ``names``) in object ``row[j]``, scoring the classes
+    ``scores[j]`` (a label's class is its index among ``keys``).
+
+    Every vote must be a ``{label: number}`` object or a list of ``k`` numbers. ``n`` is
+    REFUSED for anything else: another form (a label), an unknown expert or label, one
+    given twice in an object, an empty vote or an empty object, a number this module
+    does not convert."""
+    most = 0
+    for t in range(starts.size):
+        most += (ends[t] - starts[t]) // 4 + 1  # a vote takes 4 bytes or more
+    expert = np.empty(most, dtype=np.int64)
+    row = np.empty(most, dtype=np.int64)
+    scores = np.zeros((most, k))
+    count = names_ptr.size - 1
+    seen = np.full(count, -1, dtype=np.int64)  # the last object each expert voted in
+    hit = np.empty(k, dtype=np.int64)
+    n = 0
+    for t in range(starts.size):
+        end = ends[t]
+        i = _ws(b, starts[t], end) + 1  # past the object's brace
+        i = _ws(b, i, end)
+        if i >= end or b[i] == _RBRACE:
+            return REFUSED, expert, row, scores
+        guess = 0
+        while True:
+            a = i + 1
+            i = _string(b, i, end)
+            if i < 0:
+                return REFUSED, expert, row, scores
+            e = _find(b, a, i - 1, names, names_ptr, guess)
+            if e < 0 or seen[e] == t:
+                return REFUSED, expert, row, scores
+            seen[e] = t
+            guess = e + 1
+            i = _ws(b, _ws(b, i, end) + 1, end)  # past the colon
+            c = b[i]
+            if c == _LBRACE:
+                i = _ws(b, i + 1, end)
+                if b[i] == _RBRACE:
+                    return REFUSED, expert, row, scores
+                hit[:] = -1
+                label = 0
+                while True:
+                    a = i + 1
+                    i = _string(b, i, end)
+                    if i < 0:
+                        return REFUSED, expert, row, scores
+                    cls = _find(b, a, i - 1, keys, keys_ptr, label)
+                    if cls < 0 or hit[cls] == n:
+                        return REFUSED, expert, row, scores
+                    hit[cls] = n
+                    label = cls + 1
+                    i = _ws(b, _ws(b, i, end) + 1, end)
+                    if b[i] != _MINUS and not _ZERO <= b[i] <= _NINE:
+                        return REFUSED, expert, row, scores
+                    i, _, value = _number(b, i, end)
+                    if i < 0:
+                        return REFUSED, expert, row, scores
+                    scores[n, cls] = value
+                    i = _ws(b, i, end)
+                    if b[i] == _RBRACE:
+                        i += 1
+                        break
+                    i = _ws(b, i + 1, end)  # past the comma
+            elif c == _LBRACKET:
+                i = _ws(b, i + 1, end)
+                j = 0
+                while True:
+                    if j == k or (b[i] != _MINUS and not _ZERO <= b[i] <= _NINE):
+                        return REFUSED, expert, row, scores
+                    i, _, value = _number(b, i, end)
+                    if i < 0:
+                        return REFUSED, expert, row, scores
+                    scores[n, j] = value
+                    j += 1
+                    i = _ws(b, i, end)
+                    if b[i] == _RBRACKET:
+                        i += 1
+                        break
+                    i = _ws(b, i + 1, end)
+                if j != k:
+                    return REFUSED, expert, row, scores
+            else:
+                return REFUSED, expert, row, scores
+            expert[n], row[n] = e, t
+            n += 1
+            i = _ws(b, i, end)
+            if b[i] == _RBRACE:
+                break
+            i = _ws(b, i + 1, end)  # past the comma
+    return n, expert[:n], row[:n], scores[:n]

@@ -1,0 +1,104 @@
+"""A fusion trial's body read by the compiled pass (:func:`app.bodies.read_trial`) is the
+body :class:`app.bodies.Body` reads, or is left to it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app import bodies
+from app.routers.trials import _instance
+from models.inputs.batch import RawExperts
+
+PREDICT = (bodies.Body(bodies.PredictCreate), frozenset({"instance", "trial_id", "track"}))
+LEARN = (bodies.Body(bodies.LearnCreate), frozenset({"instance", "label"}))
+
+votes = st.dictionaries(
+    st.sampled_from(["e0", "e1", "e2", "ë"]),
+    st.one_of(
+        st.dictionaries(st.sampled_from(["a", "b"]), st.floats(-2, 2) | st.integers(-3, 3)),
+        st.lists(st.floats(0, 1), max_size=3),
+        st.sampled_from(["a", 3, None]),
+    ),
+    max_size=3,
+)
+members = st.fixed_dictionaries(
+    {},
+    optional={
+        "instance": st.one_of(
+            st.fixed_dictionaries({"experts": votes}),
+            st.fixed_dictionaries({"experts": votes, "features": st.none() | st.just([1])}),
+            st.just({}),
+            st.just([]),
+        ),
+        "trial_id": st.one_of(st.none(), st.text(max_size=6), st.integers(0, 3)),
+        "track": st.one_of(st.booleans(), st.just(1), st.none()),
+        "label": st.one_of(st.text(max_size=4), st.integers(-(2**64), 2**64), st.booleans()),
+        "extra": st.just(1),
+    },
+)
+
+
+def read(body: bytes, which: tuple[bodies.Body[Any], frozenset[str]]) -> Any:
+    reader, _ = which
+    try:
+        b = dict(reader.read(body))
+    except RequestValidationError:
+        return RequestValidationError
+    b["instance"] = _instance(b["instance"])
+    return b
+
+
+def fields(b: dict[str, Any]) -> tuple[Any, ...]:
+    """The members a handler takes, with their defaults."""
+    label = b.get("label")
+    return b.get("trial_id"), b.get("track", True), type(label), label
+
+
+@settings(max_examples=600, deadline=None)
+@given(members, st.sampled_from([PREDICT, LEARN]), st.sampled_from([None, 1]))
+def test_a_body_read_fast_is_the_body_read_in_full(
+    doc: dict[str, Any], which: Any, indent: Any
+) -> None:
+    body = json.dumps(doc, indent=indent).encode()
+    got = bodies.read_trial(body, which[1])
+    if got is None:
+        return  # left to Body.read
+    want = read(body, which)
+    assert want is not RequestValidationError, body
+    assert isinstance(got["instance"], RawExperts)
+    assert got["instance"].document() == want["instance"]
+    assert fields(got) == fields(want)
+
+
+def test_plain_fusion_bodies_are_read_fast_and_odd_ones_left() -> None:
+    experts = {"e0": {"a": 0.5, "b": 0.25}, "e1": [0.5, 0.5]}
+    plain = [
+        (PREDICT, {"trial_id": "t-1", "instance": {"experts": experts}}),
+        (PREDICT, {"instance": {"experts": experts}, "track": False, "trial_id": None}),
+        (LEARN, {"instance": {"experts": experts}, "label": "a"}),
+        (LEARN, {"label": -7, "instance": {"experts": {}}}),
+    ]
+    for which, doc in plain:
+        body = json.dumps(doc).encode()
+        got = bodies.read_trial(body, which[1])
+        assert got is not None, doc
+        assert fields(got) == fields(read(body, which))
+    odd = [
+        (PREDICT, {"instance": {"experts": experts, "features": None}}),
+        (PREDICT, {"instance": {"experts": experts}, "label": "a"}),
+        (PREDICT, {"instance": {"experts": experts}, "trial_id": "not an id!"}),
+        (PREDICT, {"instance": {"experts": experts}, "track": 1}),
+        (LEARN, {"instance": {"experts": experts}}),
+        (LEARN, {"instance": {"experts": experts}, "label": 2**63}),
+        (LEARN, {"instance": {"experts": experts}, "label": "x" * 257}),
+        (LEARN, {"instance": {"features": [1]}, "label": "a"}),
+    ]
+    for which, doc in odd:
+        assert bodies.read_trial(json.dumps(doc).encode(), which[1]) is None, doc
+    assert bodies.read_trial(b'{"instance": {"experts": {}}, "instance": 1}', PREDICT[1]) is None
+    assert bodies.read_trial(b'{"instance": {"experts": {}}', PREDICT[1]) is None

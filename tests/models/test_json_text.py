@@ -1,0 +1,180 @@
+"""The compiled readers of JSON text: what they accept, a JSON parser reads to the same
+document; what they read, the parsed document gives too."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+from _same import assert_same_experts
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from test_batch_encode import assert_identical, outcome, vote_batches, vote_spaces
+
+from models.inputs.batch import RawExperts
+from models.inputs.space import InputSpace
+from models.kernels.jsontext import KIND_FLOAT, KIND_INT, _number, members
+
+
+def text(s: str | bytes) -> np.ndarray:
+    return np.frombuffer(s.encode() if isinstance(s, str) else s, dtype=np.uint8)
+
+
+def read_number(s: str) -> float | None:
+    end, _, value = _number(text(s), 0, len(s))
+    return None if end != len(s) else value
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.from_regex(r"-?(0|[1-9][0-9]{0,20})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+)
+@example("-0")
+@example("-0.0")
+@example("0.1")
+@example("9007199254740993")
+@example("123456789012345678")
+@example("1e22")
+@example("1e23")
+@example("4.9e-324")
+def test_a_number_read_is_the_double_a_parser_gives(s: str) -> None:
+    got = read_number(s)
+    want = json.loads(s)
+    if got is None:  # refused: left to the parser
+        return
+    assert isinstance(got, float)
+    assert got == float(want) and math.copysign(1, got) == math.copysign(1, float(want))
+
+
+def test_plain_numbers_are_read_and_others_refused() -> None:
+    assert read_number("0.6123") == 0.6123
+    assert read_number("-12") == -12.0
+    assert read_number("2.5E-3") == 0.0025
+    zero, negative_zero = read_number("-0"), read_number("-0.0")
+    assert zero == 0.0 and math.copysign(1, zero) == 1.0  # the integer 0
+    assert negative_zero == 0.0 and math.copysign(1, negative_zero) == -1.0
+    for refused in ("01", "1.", ".5", "1e", "+1", "1234567890123456789", "1e400", "0.1e-30"):
+        assert read_number(refused) is None, refused
+    b = text("3.5")
+    assert _number(b, 0, 3)[1] == KIND_FLOAT and _number(text("35"), 0, 2)[1] == KIND_INT
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def mutations(s: str) -> list[str]:
+    """``s`` cut short, and with each of a few bytes dropped or replaced."""
+    out = [s[:i] for i in range(len(s))]
+    for i in range(0, len(s), max(1, len(s) // 8)):
+        out += [s[:i] + s[i + 1 :], s[:i] + "," + s[i + 1 :], s[:i] + "}" + s[i:]]
+    return out
+
+
+def parsed(s: str) -> Any:
+    try:
+        return json.loads(s)
+    except ValueError:
+        return ValueError
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), json_values, max_size=5), st.sampled_from([None, 0, 2]))
+def test_members_accept_only_json_and_find_its_members(doc: dict[str, Any], indent: Any) -> None:
+    s = json.dumps(doc, indent=indent)
+    n, spans = members(text(s), 0, len(s), True)
+    if n >= 0:  # accepted: the members a parser finds, in order
+        raw = s.encode()
+        keys = [raw[a:b].decode() for a, b, *_ in spans[:n].tolist()]
+        assert keys == list(doc)
+        values = [json.loads(raw[c:d]) for _, _, c, d, _ in spans[:n].tolist()]
+        assert values == list(doc.values())
+        m, again = members(text(s), 0, len(s), True, True)  # skipping the values
+        assert m == n and (again[:m] == spans[:n]).all()
+    else:  # refused: an escape, non-ASCII text, a number outside the exact subset
+        assert "\\" in s or not s.isascii() or any(isinstance(v, int | float) for v in _leaves(doc))
+    for bad in mutations(s):
+        if parsed(bad) is ValueError:
+            assert members(text(bad), 0, len(bad), True)[0] < 0, bad
+
+
+def _leaves(v: Any) -> list[Any]:
+    if isinstance(v, dict):
+        return [x for w in v.values() for x in _leaves(w)]
+    if isinstance(v, list):
+        return [x for w in v for x in _leaves(w)]
+    return [v]
+
+
+def test_a_key_given_twice_and_deep_nesting_are_refused() -> None:
+    assert members(text('{"a": 1, "a": 1}'), 0, 16, True)[0] < 0
+    deep = '{"a": ' + "[" * 40 + "]" * 40 + "}"
+    assert members(text(deep), 0, len(deep), True)[0] < 0
+    assert members(text('{"a": 1} {}'), 0, 11, True)[0] < 0
+    assert members(text('{"a": 1} {}'), 0, 11, False)[0] == 1
+
+
+def as_text(payload: dict[str, Any], spaced: bool) -> RawExperts | None:
+    """The payload's experts object as JSON text, when it is JSON the readers accept."""
+    try:
+        s = json.dumps(payload["experts"], indent=1 if spaced else None, allow_nan=False)
+    except ValueError:
+        return None
+    n, _ = members(text(s), 0, len(s), False)
+    return RawExperts(s.encode(), 0, len(s)) if n >= 0 else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_votes_read_from_text_are_as_encode_gives_them(data: st.DataObject) -> None:
+    space = data.draw(vote_spaces())
+    batch = [p for p in data.draw(vote_batches(space)) if type(p["experts"]) is dict]
+    spaced = data.draw(st.booleans())
+    raw = [as_text(p, spaced) for p in batch]
+    kept = [(p, r) for p, r in zip(batch, raw, strict=True) if r is not None]
+    if not kept:
+        return
+    want = [outcome(space, {"experts": json.loads(r.text)}, "experts") for _, r in kept]
+    mixed = [r if i % 2 else p for i, (p, r) in enumerate(kept)]
+    for payloads in ([r for _, r in kept], mixed):
+        for got, w in zip(space.encode_each(payloads, "experts"), want, strict=True):
+            assert_identical(got, w)
+
+
+def test_plain_texts_are_read_by_the_compiled_reader() -> None:
+    space = InputSpace(["a", "b", "c"], experts={"expert_names": ["x", "y"]})
+    texts = [
+        b'{"x": {"a": 0.5, "b": 0.25, "c": 0}, "y": {"a": 1, "b": 0.0, "c": 2e0}}',
+        b'{ "y" : {"c": 0.5} , "x": {"b": 1.0, "a": 0.25} }',
+        b'{"x": [0.5, 0.25, 0.0], "y": [1, 0, -2]}',
+        b'{"x": {"b": 1}, "y": [1, 0, 0]}',
+    ]
+    items = [RawExperts(t, 0, len(t)) for t in texts]
+    got = space._raw_votes_each(items)
+    assert got is not None  # read from the text, not parsed
+    for x, t in zip(got, texts, strict=True):
+        assert_same_experts(x, space.encode({"experts": json.loads(t)}, "experts"))
+    body = b'{"trial_id": "t", "instance": {"experts": ' + texts[0] + b"}}"
+    at = body.index(b'{"x"')
+    assert space._raw_votes_each([RawExperts(body, at, at + len(texts[0]))]) is not None
+    for refused in (
+        b'{"x": "a"}',  # a label: left to the parsed reading
+        b'{"ghost": {"a": 1}}',
+        b'{"x": {"a": 1, "a": 2}}',
+        b'{"x": {"a": 1}, "x": {"b": 1}}',
+        b'{"x": {}}',
+        b"{}",
+        b'{"x": [1, 0]}',
+    ):
+        assert space._raw_votes_each([RawExperts(refused, 0, len(refused))]) is None, refused
