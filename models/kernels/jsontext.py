@@ -354,6 +354,34 @@ def _find(b: np.ndarray, a: int, z: int, blob: np.ndarray, ptr: np.ndarray, gues
 
 
 @njit(cache=True, nogil=True)
+def _count(b: np.ndarray, i: int, end: int) -> int:
+    """The members of the object at ``i``, in text :func:`_value` has read."""
+    i = _ws(b, i, end)
+    if i >= end or b[i] != _LBRACE:
+        return 0
+    depth, n, empty = 0, 0, True
+    while i < end:
+        c = b[i]
+        if c == _QUOTE:
+            i = _string(b, i, end)
+            if i < 0:
+                return n
+            if depth == 1 and empty:
+                n, empty = n + 1, False
+            continue
+        if c in (_LBRACE, _LBRACKET):
+            depth += 1
+        elif c in (_RBRACE, _RBRACKET):
+            depth -= 1
+            if depth == 0:
+                return n
+        elif c == _COMMA and depth == 1:
+            empty = True
+        i += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
 def read_votes(
     b: np.ndarray,
     starts: np.ndarray,
@@ -374,9 +402,9 @@ def read_votes(
     REFUSED for anything else: another form (a label), an unknown expert or label, one
     given twice in an object, an empty vote or an empty object, a number this module
     does not convert."""
-    most = 0
+    most = 0  # the votes: every member of every object
     for t in range(starts.size):
-        most += (ends[t] - starts[t]) // 4 + 1  # a vote takes 4 bytes or more
+        most += _count(b, starts[t], ends[t])
     expert = np.empty(most, dtype=np.int64)
     row = np.empty(most, dtype=np.int64)
     scores = np.zeros((most, k))

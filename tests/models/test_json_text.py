@@ -13,9 +13,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_batch_encode import assert_identical, outcome, vote_batches, vote_spaces
 
-from models.inputs.batch import RawExperts
+from models.inputs.batch import RawExperts, raw_expert_votes
 from models.inputs.space import InputSpace
-from models.kernels.jsontext import KIND_FLOAT, KIND_INT, _number, members
+from models.kernels.jsontext import KIND_FLOAT, KIND_INT, _count, _number, members
 
 
 def text(s: str | bytes) -> np.ndarray:
@@ -146,10 +146,16 @@ def test_votes_read_from_text_are_as_encode_gives_them(data: st.DataObject) -> N
     if not kept:
         return
     want = [outcome(space, {"experts": json.loads(r.text)}, "experts") for _, r in kept]
+    for got, w in zip(space.encode_each([r for _, r in kept], "experts"), want, strict=True):
+        assert_identical(got, w)
+    # texts and documents in one batch
     mixed = [r if i % 2 else p for i, (p, r) in enumerate(kept)]
-    for payloads in ([r for _, r in kept], mixed):
-        for got, w in zip(space.encode_each(payloads, "experts"), want, strict=True):
-            assert_identical(got, w)
+    want = [
+        w if i % 2 else outcome(space, p, "experts")
+        for i, (w, (p, _)) in enumerate(zip(want, kept, strict=True))
+    ]
+    for got, w in zip(space.encode_each(mixed, "experts"), want, strict=True):
+        assert_identical(got, w)
 
 
 def test_plain_texts_are_read_by_the_compiled_reader() -> None:
@@ -178,3 +184,17 @@ def test_plain_texts_are_read_by_the_compiled_reader() -> None:
         b'{"x": [1, 0]}',
     ):
         assert space._raw_votes_each([RawExperts(refused, 0, len(refused))]) is None, refused
+
+
+def test_the_votes_take_the_memory_of_the_votes_sent() -> None:
+    """However long the text, the score matrix holds a row per vote and no more."""
+    space = InputSpace(list(range(1000)), experts={"expert_names": ["x", "y"]})
+    padded = b'{"x": {"3": 1}' + b" " * 100_000 + b"}"
+    assert space._raw_votes_each([RawExperts(padded, 0, len(padded))]) is not None
+    assert space._tables is not None
+    got = raw_expert_votes([RawExperts(padded, 0, len(padded))], *space._tables, 1000)
+    assert got is not None and got.scores.shape == (1, 1000)
+    # the rows allocated: the members counted, not a bound from the text's length
+    assert _count(text(padded), 0, len(padded)) == 1
+    nested = b'{"x": {"3": 1, "4": [1, "a,b", {"c": 2}]}, "y": [1, 2]}'
+    assert _count(text(nested), 0, len(nested)) == 2
