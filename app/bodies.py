@@ -191,12 +191,17 @@ def _text(raw: bytes, a: int, b: int) -> str:
     return raw[a + 1 : b - 1].decode("ascii")  # read by members: ASCII, no escape
 
 
-def read_trial(raw: bytes, fields: frozenset[str]) -> dict[str, Any] | None:
+def read_trial(
+    raw: bytes, fields: frozenset[str], required: frozenset[str]
+) -> dict[str, Any] | None:
     """The body ``raw`` of a trial whose instance is ``{"experts": {...}}`` alone, with
-    members among ``fields`` (``instance`` and ``trial_id``, ``track`` or ``label``), as
-    the payload it gives (the instance a :class:`RawExperts`) and its other members as
-    :class:`Body` reads them; None when it is not plainly so (then read it with
-    :meth:`Body.read`)."""
+    members among ``fields`` and all of ``required``, as the payload it gives (the
+    instance a :class:`RawExperts`) and its other members as :class:`Body` reads them;
+    None when it is not plainly so (then read it with :meth:`Body.read`).
+
+    The members: ``instance``; ``trial_id``, null or an id; ``track``, a boolean;
+    ``label``, a string of at most 256 characters or an integer; ``op``, a string;
+    ``id``, null, a string of at most 256 characters or an integer."""
     text = np.frombuffer(raw, dtype=np.uint8)
     n, spans = members(text, 0, text.size, True)
     if n < 0:
@@ -216,24 +221,22 @@ def read_trial(raw: bytes, fields: frozenset[str]) -> dict[str, Any] | None:
             if raw[i0:i1] != b"experts" or what != KIND_OBJECT:
                 return None
             out[key] = RawExperts(raw, w0, w1)
-        elif key == "trial_id":
-            if kind == KIND_NULL:
-                out[key] = None
-                continue
-            if kind != KIND_STRING or not valid_trial_id(t := _text(raw, v0, v1)):
-                return None
-            out[key] = t
         elif key == "track":
             if kind != KIND_TRUE and kind != KIND_FALSE:
                 return None
             out[key] = kind == KIND_TRUE
-        elif kind == KIND_STRING and v1 - v0 - 2 <= MAX_LABEL_LENGTH:  # the label
-            out[key] = _text(raw, v0, v1)
-        elif kind == KIND_INT:  # at most 18 digits: within int64
+        elif kind == KIND_NULL and key in _NULLABLE:
+            out[key] = None
+        elif kind == KIND_STRING and v1 - v0 - 2 <= MAX_LABEL_LENGTH:
+            out[key] = t = _text(raw, v0, v1)
+            if key == "trial_id" and not valid_trial_id(t):
+                return None
+        elif kind == KIND_INT and key in _INTEGRAL:  # at most 18 digits: within int64
             out[key] = int(raw[v0:v1])
         else:
             return None
-    return out if "instance" in out and fields <= out.keys() | OPTIONAL else None
+    return out if required <= out.keys() else None
 
 
-OPTIONAL = frozenset({"trial_id", "track"})
+_NULLABLE = frozenset({"trial_id", "id"})
+_INTEGRAL = frozenset({"label", "id"})

@@ -43,6 +43,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import BaseModel, ValidationError
 
 from app.auth import Auth, Principal, principal_of
+from app.bodies import read_trial
 from app.errors import BadInput, Forbidden
 from app.routers._lean import idempotency
 from app.routers.models import make_model, public
@@ -86,6 +87,13 @@ _CHANGES: dict[str, tuple[type[BaseModel], str]] = {
     "backtest": (BacktestCreate, "backtest"),
     "fork": (ModelFork, "create model"),
 }
+# the messages read by app.bodies.read_trial when they can be: their members
+_PLAIN_OPS = {
+    "predict": frozenset({"op", "id", "instance", "trial_id", "track"}),
+    "learn": frozenset({"op", "id", "instance", "label"}),
+}
+_PLAIN_FIELDS = _PLAIN_OPS["predict"] | _PLAIN_OPS["learn"]
+_PLAIN_REQUIRED = frozenset({"op", "instance"})
 _END = object()
 _INT64 = 2**63
 
@@ -105,7 +113,30 @@ class Request:
         except BadInput as e:
             self.error = e
 
+    def _plain(self, raw: str | bytes, most_label: int) -> bool:
+        """Read a predict or learn message whose instance is ``{"experts": {...}}`` alone
+        and whose members are plainly well formed, its votes left as text (see
+        :func:`app.bodies.read_trial`); False when it is not such a message."""
+        text = raw.encode() if isinstance(raw, str) else raw
+        msg = read_trial(text, _PLAIN_FIELDS, _PLAIN_REQUIRED)
+        if msg is None:
+            return False
+        op, label = msg["op"], msg.get("label")
+        if op not in _PLAIN_OPS or not _PLAIN_OPS[op] >= msg.keys():
+            return False
+        if op == "learn" and not (label is not None and _plain_label(label, most_label)):
+            return False
+        self.id, self.op = msg.get("id"), op
+        self.key = (op, msg.get("track", True))
+        if op == "predict":
+            self.args = (msg["instance"], msg.get("trial_id"))
+        else:
+            self.args = (msg["instance"], label)
+        return True
+
     def _parse(self, raw: str | bytes, name: str, most_label: int) -> None:
+        if self._plain(raw, most_label):
+            return
         try:
             msg = orjson.loads(raw)
         except orjson.JSONDecodeError as e:

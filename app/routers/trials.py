@@ -74,14 +74,16 @@ def _instance(x: bodies.Instance) -> dict[str, Any]:
     return {"experts": experts} if features is None else {"features": features, "experts": experts}
 
 
-_PREDICT_FIELDS = frozenset({"instance", "trial_id", "track"})
-_LEARN_FIELDS = frozenset({"instance", "label"})
+_PREDICT_FIELDS = (frozenset({"instance", "trial_id", "track"}), frozenset({"instance"}))
+_LEARN_FIELDS = (frozenset({"instance", "label"}), frozenset({"instance", "label"}))
 
 
-def _read(raw: bytes, body: Body[Any], fields: frozenset[str]) -> dict[str, Any]:
+def _read(
+    raw: bytes, body: Body[Any], fields: tuple[frozenset[str], frozenset[str]]
+) -> dict[str, Any]:
     """A single trial's body, its instance as the payload the service takes: a fusion
     instance read by :func:`app.bodies.read_trial` where it can, else by ``body``."""
-    got = bodies.read_trial(raw, fields)
+    got = bodies.read_trial(raw, *fields)
     if got is not None:
         return got
     b: dict[str, Any] = dict(body.read(raw))

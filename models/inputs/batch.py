@@ -352,11 +352,12 @@ class NameTable:
 
 
 def raw_expert_votes(
-    items: Sequence[RawExperts], experts: NameTable, labels: NameTable, k: int
+    items: Sequence[RawExperts], experts: NameTable, labels: NameTable, k: int, int_labels: bool
 ) -> Votes | None:
     """The votes of the ``experts`` objects ``items``, as :func:`expert_votes` reads their
     documents, given ``experts`` (each known expert by name) and ``labels`` (each class by
-    its label as a JSON object key); None when the compiled reader refuses them."""
+    its label as a JSON object key; ``int_labels``: the labels are integers, and a vote
+    may name one as a JSON integer); None when the compiled reader refuses them."""
     first = items[0].text
     if all(x.text is first for x in items):
         text, offsets = first, [0] * len(items)
@@ -375,6 +376,7 @@ def raw_expert_votes(
         labels.blob,
         labels.ptr,
         k,
+        int_labels,
     )
     if n < 0:
         return None

@@ -742,7 +742,8 @@ class InputSpace:
                 NameTable.of(self._expert_index),
                 NameTable.of({key: c for c, key in enumerate(self._keys_in_order)}),
             )
-        got = raw_expert_votes(items, *self._tables, self._k)
+        ints = all(type(v) is int for v in self.labels)
+        got = raw_expert_votes(items, *self._tables, self._k, ints)
         return None if got is None else self._voted(got, len(items))
 
     def _voted(self, got: Votes, n: int) -> list[Experts] | None:

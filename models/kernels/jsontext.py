@@ -391,6 +391,7 @@ def read_votes(
     keys: np.ndarray,
     keys_ptr: np.ndarray,
     k: int,
+    int_labels: bool,
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """``(n, expert, row, scores)``: the ``n`` votes of the ``experts`` objects
     ``b[starts[t]:ends[t]]``, text :func:`members` has read, as
@@ -398,10 +399,10 @@ def read_votes(
     ``expert[j]`` (its index among ``names``) in object ``row[j]``, scoring the classes
     ``scores[j]`` (a label's class is its index among ``keys``).
 
-    Every vote must be a ``{label: number}`` object or a list of ``k`` numbers. ``n`` is
-    REFUSED for anything else: another form (a label), an unknown expert or label, one
-    given twice in an object, an empty vote or an empty object, a number this module
-    does not convert."""
+    Every vote must be a ``{label: number}`` object, a list of ``k`` numbers or a label:
+    a string, or with ``int_labels`` an integer, written as its key. ``n`` is REFUSED for
+    anything else: an unknown expert or label, one given twice in an object, an empty
+    vote or an empty object, a number this module does not convert."""
     most = 0  # the votes: every member of every object
     for t in range(starts.size):
         most += _count(b, starts[t], ends[t])
@@ -477,6 +478,15 @@ def read_votes(
                     i = _ws(b, i + 1, end)
                 if j != k:
                     return REFUSED, expert, row, scores
+            elif c == _QUOTE or (int_labels and (c == _MINUS or _ZERO <= c <= _NINE)):  # a label
+                a = i + 1 if c == _QUOTE else i
+                i = _string(b, i, end) if c == _QUOTE else _number(b, i, end)[0]
+                if i < 0:
+                    return REFUSED, expert, row, scores
+                cls = _find(b, a, i - 1 if c == _QUOTE else i, keys, keys_ptr, 0)
+                if cls < 0:
+                    return REFUSED, expert, row, scores
+                scores[n, cls] = 1.0
             else:
                 return REFUSED, expert, row, scores
             expert[n], row[n] = e, t

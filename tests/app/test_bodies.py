@@ -11,11 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import bodies
+from app.routers import stream
 from app.routers.trials import _instance
 from models.inputs.batch import RawExperts
 
-PREDICT = (bodies.Body(bodies.PredictCreate), frozenset({"instance", "trial_id", "track"}))
-LEARN = (bodies.Body(bodies.LearnCreate), frozenset({"instance", "label"}))
+PREDICT = (
+    bodies.Body(bodies.PredictCreate),
+    frozenset({"instance", "trial_id", "track"}),
+    frozenset({"instance"}),
+)
+LEARN = (
+    bodies.Body(bodies.LearnCreate),
+    frozenset({"instance", "label"}),
+    frozenset({"instance", "label"}),
+)
 
 votes = st.dictionaries(
     st.sampled_from(["e0", "e1", "e2", "ë"]),
@@ -44,7 +53,7 @@ members = st.fixed_dictionaries(
 
 
 def read(body: bytes, which: tuple[bodies.Body[Any], frozenset[str]]) -> Any:
-    reader, _ = which
+    reader = which[0]
     try:
         b = dict(reader.read(body))
     except RequestValidationError:
@@ -65,7 +74,7 @@ def test_a_body_read_fast_is_the_body_read_in_full(
     doc: dict[str, Any], which: Any, indent: Any
 ) -> None:
     body = json.dumps(doc, indent=indent).encode()
-    got = bodies.read_trial(body, which[1])
+    got = bodies.read_trial(body, *which[1:])
     if got is None:
         return  # left to Body.read
     want = read(body, which)
@@ -85,7 +94,7 @@ def test_plain_fusion_bodies_are_read_fast_and_odd_ones_left() -> None:
     ]
     for which, doc in plain:
         body = json.dumps(doc).encode()
-        got = bodies.read_trial(body, which[1])
+        got = bodies.read_trial(body, *which[1:])
         assert got is not None, doc
         assert fields(got) == fields(read(body, which))
     odd = [
@@ -99,6 +108,52 @@ def test_plain_fusion_bodies_are_read_fast_and_odd_ones_left() -> None:
         (LEARN, {"instance": {"features": [1]}, "label": "a"}),
     ]
     for which, doc in odd:
-        assert bodies.read_trial(json.dumps(doc).encode(), which[1]) is None, doc
-    assert bodies.read_trial(b'{"instance": {"experts": {}}, "instance": 1}', PREDICT[1]) is None
-    assert bodies.read_trial(b'{"instance": {"experts": {}}', PREDICT[1]) is None
+        assert bodies.read_trial(json.dumps(doc).encode(), *which[1:]) is None, doc
+    assert bodies.read_trial(b'{"instance": {"experts": {}}, "instance": 1}', *PREDICT[1:]) is None
+    assert bodies.read_trial(b'{"instance": {"experts": {}}', *PREDICT[1:]) is None
+
+
+class Parsed(stream.Request):
+    """A stream message read as a document, never as text."""
+
+    def _plain(self, raw: str | bytes, most_label: int) -> bool:
+        return False
+
+
+messages = st.fixed_dictionaries(
+    {"op": st.sampled_from(["predict", "learn", "label", "nope"])},
+    optional={
+        "id": st.one_of(st.none(), st.text(max_size=3), st.integers(-5, 5), st.booleans()),
+        "instance": st.one_of(st.fixed_dictionaries({"experts": votes}), st.just({})),
+        "trial_id": st.one_of(st.none(), st.sampled_from(["t1", "bad id"])),
+        "track": st.one_of(st.booleans(), st.just(0)),
+        "label": st.one_of(st.sampled_from(["a", "x" * 9]), st.integers(-3, 3), st.none()),
+        "idempotency_key": st.just("k1"),
+    },
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(messages, st.booleans())
+def test_a_stream_message_read_as_text_is_the_message_parsed(
+    doc: dict[str, Any], as_str: bool
+) -> None:
+    raw: str | bytes = json.dumps(doc) if as_str else json.dumps(doc).encode()
+    got, want = stream.Request(raw, "m", 8), Parsed(raw, "m", 8)
+    assert (got.id, got.op, got.key, got.idem) == (want.id, want.op, want.key, want.idem)
+    assert str(got.error) == str(want.error)
+    instance, other = got.args
+    if isinstance(instance, RawExperts):  # read as text
+        assert doc["op"] in ("predict", "learn") and got.error is None
+        assert instance.document() == want.args[0] and other == want.args[1]
+    else:
+        assert got.args == want.args
+
+
+def test_plain_stream_messages_are_read_as_text() -> None:
+    for doc in (
+        {"op": "learn", "id": 3, "instance": {"experts": {"e0": "a"}}, "label": "a"},
+        {"op": "predict", "id": "p", "instance": {"experts": {"e0": [1, 0]}}, "trial_id": "t"},
+    ):
+        r = stream.Request(json.dumps(doc), "m", 8)
+        assert r.error is None and isinstance(r.args[0], RawExperts)

@@ -165,6 +165,7 @@ def test_plain_texts_are_read_by_the_compiled_reader() -> None:
         b'{ "y" : {"c": 0.5} , "x": {"b": 1.0, "a": 0.25} }',
         b'{"x": [0.5, 0.25, 0.0], "y": [1, 0, -2]}',
         b'{"x": {"b": 1}, "y": [1, 0, 0]}',
+        b'{"x": "c", "y": {"b": 1}}',
     ]
     items = [RawExperts(t, 0, len(t)) for t in texts]
     got = space._raw_votes_each(items)
@@ -175,7 +176,8 @@ def test_plain_texts_are_read_by_the_compiled_reader() -> None:
     at = body.index(b'{"x"')
     assert space._raw_votes_each([RawExperts(body, at, at + len(texts[0]))]) is not None
     for refused in (
-        b'{"x": "a"}',  # a label: left to the parsed reading
+        b'{"x": "z"}',
+        b'{"x": 1}',  # an integer: the labels are strings
         b'{"ghost": {"a": 1}}',
         b'{"x": {"a": 1, "a": 2}}',
         b'{"x": {"a": 1}, "x": {"b": 1}}',
@@ -192,9 +194,19 @@ def test_the_votes_take_the_memory_of_the_votes_sent() -> None:
     padded = b'{"x": {"3": 1}' + b" " * 100_000 + b"}"
     assert space._raw_votes_each([RawExperts(padded, 0, len(padded))]) is not None
     assert space._tables is not None
-    got = raw_expert_votes([RawExperts(padded, 0, len(padded))], *space._tables, 1000)
+    got = raw_expert_votes([RawExperts(padded, 0, len(padded))], *space._tables, 1000, True)
     assert got is not None and got.scores.shape == (1, 1000)
     # the rows allocated: the members counted, not a bound from the text's length
     assert _count(text(padded), 0, len(padded)) == 1
     nested = b'{"x": {"3": 1, "4": [1, "a,b", {"c": 2}]}, "y": [1, 2]}'
     assert _count(text(nested), 0, len(nested)) == 2
+
+
+def test_integer_labels_are_read_as_integers_and_as_strings() -> None:
+    space = InputSpace([-1, 0, 7], experts={"expert_names": ["x", "y"]})
+    for t in (b'{"x": 7, "y": -1}', b'{"x": "7", "y": "0"}', b'{"x": {"7": 1}, "y": 0}'):
+        got = space._raw_votes_each([RawExperts(t, 0, len(t))])
+        assert got is not None, t
+        assert_same_experts(got[0], space.encode({"experts": json.loads(t)}, "experts"))
+    for t in (b'{"x": -0}', b'{"x": 7.0}', b'{"x": 8}', b'{"x": true}'):
+        assert space._raw_votes_each([RawExperts(t, 0, len(t))]) is None, t
