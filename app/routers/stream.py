@@ -326,7 +326,7 @@ class Closing(Exception):
         self.reason = reason
 
 
-async def _read(ws: WebSocket, queue: asyncio.Queue[Any], name: str, service: ModelService) -> None:
+async def _read(ws: WebSocket, queue: asyncio.Queue[Any], service: ModelService) -> None:
     s = service.settings
     try:
         while True:
@@ -343,7 +343,7 @@ async def _read(ws: WebSocket, queue: asyncio.Queue[Any], name: str, service: Mo
                 raise Closing(
                     1009, f"a message over {s.ws_max_message_bytes} bytes (ws_max_message_bytes)"
                 )
-            await queue.put(Request(raw, name, s.max_label_length))
+            await queue.put(raw)  # read by the serving loop, a batch at a time
     except Closing as e:
         await queue.put(e)
     finally:
@@ -382,18 +382,20 @@ async def _serve(ws: WebSocket, name: str, service: ModelService) -> None:
         await ws.close(code=4404, reason=str(e))
         return
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=service.settings.ws_max_queued)
-    reader = asyncio.create_task(_read(ws, queue, name, service))
+    reader = asyncio.create_task(_read(ws, queue, service))
+    limit = service.settings.max_label_length
     closing: Closing | None = None
     try:
         done = False
         while not done:
-            batch = [await queue.get()]
-            while len(batch) < BATCH and not queue.empty():
-                batch.append(queue.get_nowait())
-            while batch and (batch[-1] is _END or isinstance(batch[-1], Closing)):
-                last = batch.pop()
+            raws = [await queue.get()]
+            while len(raws) < BATCH and not queue.empty():
+                raws.append(queue.get_nowait())
+            while raws and (raws[-1] is _END or isinstance(raws[-1], Closing)):
+                last = raws.pop()
                 closing = last if isinstance(last, Closing) else closing
                 done = True
+            batch = [Request(raw, name, limit) for raw in raws]
             out: list[bytes] = []
             gone = False
             i = 0
