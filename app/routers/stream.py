@@ -331,7 +331,8 @@ async def _read(ws: WebSocket, queue: asyncio.Queue[Any], service: ModelService)
     try:
         while True:
             try:
-                message = await asyncio.wait_for(ws.receive(), s.ws_idle_timeout)
+                async with asyncio.timeout(s.ws_idle_timeout):  # no task per message
+                    message = await ws.receive()
             except TimeoutError:
                 raise Closing(1001, f"idle for {s.ws_idle_timeout:g} s (ws_idle_timeout)") from None
             if message["type"] == "websocket.disconnect":
