@@ -15,6 +15,7 @@ from app.main import create_app
 __all__ = ["ServerThread", "free_port"]
 
 START_TIMEOUT = 20.0  # seconds for uvicorn to start listening
+WARM_TIMEOUT = 180.0  # seconds for the process's kernel warm-up (compiling on a cold cache)
 STOP_TIMEOUT = 10.0
 
 
@@ -27,14 +28,14 @@ def free_port() -> int:
 
 class ServerThread:
     """uvicorn serving ``app`` (by default the app of ``settings``) in a daemon thread, from
-    ``with`` entry until exit; ``url`` is its base URL."""
+    ``with`` entry (once the app is ready: its kernels warm) until exit; ``url`` is its base
+    URL."""
 
     def __init__(self, settings: Settings, app: FastAPI | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            app or create_app(settings), host="127.0.0.1", port=self.port, log_level="warning"
-        )
+        self.app = app or create_app(settings)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -45,6 +46,13 @@ class ServerThread:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("the test server did not start")
             time.sleep(0.01)
+        # ready, as a client waiting on /readyz would find it: the warm-up is done
+        warmup = getattr(self.app.state, "warmup", None)
+        deadline = time.monotonic() + WARM_TIMEOUT
+        while warmup is not None and not warmup.ready:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test server's kernels did not warm up")
+            time.sleep(0.02)
         return self
 
     def __exit__(self, *exc: object) -> None:

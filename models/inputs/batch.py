@@ -352,7 +352,7 @@ class NameTable:
 
 
 def raw_expert_votes(
-    items: Sequence[RawExperts], experts: NameTable, labels: NameTable, k: int, int_labels: bool
+    items: Sequence[RawExperts], experts: NameTable, labels: NameTable, int_labels: bool, k: int
 ) -> Votes | None:
     """The votes of the ``experts`` objects ``items``, as :func:`expert_votes` reads their
     documents, given ``experts`` (each known expert by name) and ``labels`` (each class by

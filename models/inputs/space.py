@@ -166,7 +166,7 @@ class InputSpace:
         self._retired: frozenset[str] = frozenset()
         self._expert_index: dict[str, int] = {}
         # the experts and labels as the compiled reader of JSON text matches them
-        self._tables: tuple[NameTable, NameTable] | None = None
+        self._tables: tuple[NameTable, NameTable, bool] | None = None
         self._expert_names: tuple[str, ...] = ()
         self._split: tuple[int, ...] = ()
         self._normalize, self._threshold = "raw", False
@@ -741,9 +741,9 @@ class InputSpace:
             self._tables = (
                 NameTable.of(self._expert_index),
                 NameTable.of({key: c for c, key in enumerate(self._keys_in_order)}),
+                all(type(v) is int for v in self.labels),
             )
-        ints = all(type(v) is int for v in self.labels)
-        got = raw_expert_votes(items, *self._tables, self._k, ints)
+        got = raw_expert_votes(items, *self._tables, self._k)
         return None if got is None else self._voted(got, len(items))
 
     def _voted(self, got: Votes, n: int) -> list[Experts] | None:

@@ -194,7 +194,7 @@ def test_the_votes_take_the_memory_of_the_votes_sent() -> None:
     padded = b'{"x": {"3": 1}' + b" " * 100_000 + b"}"
     assert space._raw_votes_each([RawExperts(padded, 0, len(padded))]) is not None
     assert space._tables is not None
-    got = raw_expert_votes([RawExperts(padded, 0, len(padded))], *space._tables, 1000, True)
+    got = raw_expert_votes([RawExperts(padded, 0, len(padded))], *space._tables, 1000)
     assert got is not None and got.scores.shape == (1, 1000)
     # the rows allocated: the members counted, not a bound from the text's length
     assert _count(text(padded), 0, len(padded)) == 1
