@@ -35,10 +35,9 @@ from models.kernels.jsontext import (
     KIND_FALSE,
     KIND_INT,
     KIND_NULL,
-    KIND_OBJECT,
     KIND_STRING,
     KIND_TRUE,
-    members,
+    trial_members,
 )
 from storage.keys import valid_trial_id
 
@@ -202,8 +201,7 @@ def read_trial(
     The members: ``instance``; ``trial_id``, null or an id; ``track``, a boolean;
     ``label``, a string of at most 256 characters or an integer; ``op``, a string;
     ``id``, null, a string of at most 256 characters or an integer."""
-    text = np.frombuffer(raw, dtype=np.uint8)
-    n, spans = members(text, 0, text.size, True)
+    n, spans, e0, e1 = trial_members(np.frombuffer(raw, dtype=np.uint8))
     if n < 0:
         return None
     out: dict[str, Any] = {}
@@ -212,15 +210,9 @@ def read_trial(
         if key not in fields:
             return None
         if key == "instance":
-            if kind != KIND_OBJECT:
+            if e0 < 0:
                 return None
-            m, inner = members(text, v0, v1, False, True)
-            if m != 1:
-                return None
-            i0, i1, w0, w1, what = inner[0].tolist()
-            if raw[i0:i1] != b"experts" or what != KIND_OBJECT:
-                return None
-            out[key] = RawExperts(raw, w0, w1)
+            out[key] = RawExperts(raw, e0, e1)
         elif key == "track":
             if kind != KIND_TRUE and kind != KIND_FALSE:
                 return None

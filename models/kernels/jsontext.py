@@ -30,6 +30,7 @@ __all__ = [
     "MAX_DEPTH",
     "members",
     "read_votes",
+    "trial_members",
 ]
 
 KIND_STRING, KIND_INT, KIND_FLOAT, KIND_OBJECT = 0, 1, 2, 3
@@ -46,6 +47,8 @@ _MINUS, _PLUS, _DOT, _ZERO, _NINE = 45, 43, 46, 48, 57
 _TRUE = np.frombuffer(b"true", dtype=np.uint8)
 _FALSE = np.frombuffer(b"false", dtype=np.uint8)
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
+_INSTANCE = np.frombuffer(b"instance", dtype=np.uint8)
+_EXPERTS = np.frombuffer(b"experts", dtype=np.uint8)
 
 
 @njit(cache=True, nogil=True)
@@ -328,6 +331,26 @@ def members(
     if whole and _ws(b, i, end) != end:
         return REFUSED, spans
     return n, spans
+
+
+@njit(cache=True, nogil=True)
+def _is(b: np.ndarray, a: int, z: int, word: np.ndarray) -> bool:
+    """Whether ``b[a:z]`` is ``word``."""
+    return z - a == word.size and _literal(b, a, z, word) == z
+
+
+@njit(cache=True, nogil=True)
+def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int]:
+    """``(n, spans, start, end)``: the members of the object ``b`` as :func:`members`
+    finds them, and ``b[start:end]`` the object ``v`` when member ``instance`` is
+    ``{"experts": v}`` alone (else -1, -1)."""
+    n, spans = members(b, 0, b.size, True)
+    for j in range(n):
+        if spans[j, 4] == KIND_OBJECT and _is(b, spans[j, 0], spans[j, 1], _INSTANCE):
+            m, inner = members(b, spans[j, 2], spans[j, 3], False, True)
+            if m == 1 and inner[0, 4] == KIND_OBJECT and _is(b, inner[0, 0], inner[0, 1], _EXPERTS):
+                return n, spans, inner[0, 2], inner[0, 3]
+    return n, spans, -1, -1
 
 
 @njit(cache=True, nogil=True)

@@ -15,7 +15,7 @@ from test_batch_encode import assert_identical, outcome, vote_batches, vote_spac
 
 from models.inputs.batch import RawExperts, raw_expert_votes
 from models.inputs.space import InputSpace
-from models.kernels.jsontext import KIND_FLOAT, KIND_INT, _count, _number, members
+from models.kernels.jsontext import KIND_FLOAT, KIND_INT, _count, _number, members, trial_members
 
 
 def text(s: str | bytes) -> np.ndarray:
@@ -210,3 +210,18 @@ def test_integer_labels_are_read_as_integers_and_as_strings() -> None:
         assert_same_experts(got[0], space.encode({"experts": json.loads(t)}, "experts"))
     for t in (b'{"x": -0}', b'{"x": 7.0}', b'{"x": 8}', b'{"x": true}'):
         assert space._raw_votes_each([RawExperts(t, 0, len(t))]) is None, t
+
+
+def test_trial_members_find_the_experts_of_an_instance_alone() -> None:
+    body = b'{"label": 1, "instance": {"experts": {"x": [1]}}}'
+    n, spans, a, z = trial_members(text(body))
+    assert n == 2 and body[a:z] == b'{"x": [1]}'
+    assert spans[1, :2].tolist() == [body.index(b"instance"), body.index(b"instance") + 8]
+    for other in (
+        b'{"instance": {"experts": {"x": [1]}, "features": null}}',
+        b'{"instance": {"experts": null}}',
+        b'{"instances": {"experts": {}}}',
+        b'{"instance": {"expert": {}}}',
+    ):
+        assert trial_members(text(other))[0] == 1 and trial_members(text(other))[2:] == (-1, -1)
+    assert trial_members(text(b'{"instance": {"experts": {}}'))[0] < 0
