@@ -158,9 +158,9 @@ def _literal(b: np.ndarray, i: int, end: int, word: np.ndarray) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
-    """``(end, kind)`` of the value at ``i`` (``i`` at its first byte), checked through
-    all its nesting; end REFUSED when it is not read."""
+def _scalar(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
+    """``(end, kind)`` of the string, number, true, false or null at ``i``; end REFUSED
+    when there is none there."""
     c = b[i] if i < end else 0
     if c == _QUOTE:
         return _string(b, i, end), KIND_STRING
@@ -173,14 +173,37 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
         return _literal(b, i, end, _FALSE), KIND_FALSE
     if c == 110:
         return _literal(b, i, end, _NULL), KIND_NULL
+    return REFUSED, KIND_NULL
+
+
+@njit(cache=True, nogil=True)
+def _key(b: np.ndarray, i: int, end: int) -> int:
+    """The position of the value of the member whose key opens at ``i`` (past the key,
+    the colon and whitespace); REFUSED when no key and colon are there."""
+    if i >= end or b[i] != _QUOTE:
+        return REFUSED
+    i = _string(b, i, end)
+    if i < 0:
+        return REFUSED
+    i = _ws(b, i, end)
+    if i >= end or b[i] != _COLON:
+        return REFUSED
+    return _ws(b, i + 1, end)
+
+
+@njit(cache=True, nogil=True)
+def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
+    """``(end, kind)`` of the value at ``i`` (``i`` at its first byte), checked through
+    all its nesting; end REFUSED when it is not read."""
+    c = b[i] if i < end else 0
     if c != _LBRACE and c != _LBRACKET:
-        return REFUSED, KIND_NULL
+        return _scalar(b, i, end)
     kind = KIND_OBJECT if c == _LBRACE else KIND_ARRAY
     # containers, without recursion: the open ones' closing bytes on a stack
     stack = np.empty(MAX_DEPTH, dtype=np.uint8)
     depth = 0
     while True:
-        if i >= end:
+        if i < 0 or i >= end:
             return REFUSED, kind
         c = b[i]
         if c in (_LBRACE, _LBRACKET):
@@ -193,31 +216,12 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
                 depth -= 1
                 i += 1
             elif stack[depth - 1] == _RBRACE:
-                if i >= end or b[i] != _QUOTE:
-                    return REFUSED, kind
-                i = _string(b, i, end)
-                if i < 0:
-                    return REFUSED, kind
-                i = _ws(b, i, end)
-                if i >= end or b[i] != _COLON:
-                    return REFUSED, kind
-                i = _ws(b, i + 1, end)
+                i = _key(b, i, end)
                 continue  # at the member's value
             else:
                 continue  # at the first element
         else:
-            if c == _QUOTE:
-                i = _string(b, i, end)
-            elif c == _MINUS or _ZERO <= c <= _NINE:
-                i, _, _ = _number(b, i, end)
-            elif c == 116:
-                i = _literal(b, i, end, _TRUE)
-            elif c == 102:
-                i = _literal(b, i, end, _FALSE)
-            elif c == 110:
-                i = _literal(b, i, end, _NULL)
-            else:
-                return REFUSED, kind
+            i, _ = _scalar(b, i, end)
             if i < 0:
                 return REFUSED, kind
         # after a value inside the open containers: a comma or closing bytes
@@ -233,16 +237,8 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
                 return REFUSED, kind
             i = _ws(b, i + 1, end)
             if stack[depth - 1] == _RBRACE:
-                if i >= end or b[i] != _QUOTE:
-                    return REFUSED, kind
-                i = _string(b, i, end)
-                if i < 0:
-                    return REFUSED, kind
-                i = _ws(b, i, end)
-                if i >= end or b[i] != _COLON:
-                    return REFUSED, kind
-                i = _ws(b, i + 1, end)
-            if i >= end:
+                i = _key(b, i, end)
+            if i < 0 or i >= end:
                 return REFUSED, kind
             break
         if depth == 0:
@@ -405,6 +401,32 @@ def _count(b: np.ndarray, i: int, end: int) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _member(
+    b: np.ndarray, i: int, end: int, blob: np.ndarray, ptr: np.ndarray, guess: int
+) -> tuple[int, int]:
+    """``(at, j)`` of the member whose key opens at ``i``: its value starts at ``at``, its
+    key is name ``j`` of ``blob`` (see :func:`_find`); ``at`` REFUSED when it is none."""
+    a = i + 1
+    i = _string(b, i, end)
+    if i < 0:
+        return REFUSED, -1
+    j = _find(b, a, i - 1, blob, ptr, guess)
+    if j < 0:
+        return REFUSED, -1
+    return _ws(b, _ws(b, i, end) + 1, end), j  # past the colon
+
+
+@njit(cache=True, nogil=True)
+def _score(b: np.ndarray, i: int, end: int) -> tuple[int, float]:
+    """``(end, value)`` of the number at ``i``; end REFUSED when there is none or it is
+    not converted exactly."""
+    if i >= end or (b[i] != _MINUS and not _ZERO <= b[i] <= _NINE):
+        return REFUSED, 0.0
+    i, _, value = _number(b, i, end)
+    return i, value
+
+
+@njit(cache=True, nogil=True)
 def read_votes(
     b: np.ndarray,
     starts: np.ndarray,
@@ -444,16 +466,11 @@ def read_votes(
             return REFUSED, expert, row, scores
         guess = 0
         while True:
-            a = i + 1
-            i = _string(b, i, end)
-            if i < 0:
-                return REFUSED, expert, row, scores
-            e = _find(b, a, i - 1, names, names_ptr, guess)
-            if e < 0 or seen[e] == t:
+            i, e = _member(b, i, end, names, names_ptr, guess)
+            if i < 0 or seen[e] == t:
                 return REFUSED, expert, row, scores
             seen[e] = t
             guess = e + 1
-            i = _ws(b, _ws(b, i, end) + 1, end)  # past the colon
             c = b[i]
             if c == _LBRACE:
                 i = _ws(b, i + 1, end)
@@ -462,19 +479,12 @@ def read_votes(
                 hit[:] = -1
                 label = 0
                 while True:
-                    a = i + 1
-                    i = _string(b, i, end)
-                    if i < 0:
-                        return REFUSED, expert, row, scores
-                    cls = _find(b, a, i - 1, keys, keys_ptr, label)
-                    if cls < 0 or hit[cls] == n:
+                    i, cls = _member(b, i, end, keys, keys_ptr, label)
+                    if i < 0 or hit[cls] == n:
                         return REFUSED, expert, row, scores
                     hit[cls] = n
                     label = cls + 1
-                    i = _ws(b, _ws(b, i, end) + 1, end)
-                    if b[i] != _MINUS and not _ZERO <= b[i] <= _NINE:
-                        return REFUSED, expert, row, scores
-                    i, _, value = _number(b, i, end)
+                    i, value = _score(b, i, end)
                     if i < 0:
                         return REFUSED, expert, row, scores
                     scores[n, cls] = value
@@ -487,10 +497,8 @@ def read_votes(
                 i = _ws(b, i + 1, end)
                 j = 0
                 while True:
-                    if j == k or (b[i] != _MINUS and not _ZERO <= b[i] <= _NINE):
-                        return REFUSED, expert, row, scores
-                    i, _, value = _number(b, i, end)
-                    if i < 0:
+                    i, value = _score(b, i, end)
+                    if j == k or i < 0:
                         return REFUSED, expert, row, scores
                     scores[n, j] = value
                     j += 1
