@@ -19,6 +19,7 @@ not plainly fit, is read by :meth:`Body.read`, which answers it as before.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Generic, NotRequired, TypeVar
 
 import numpy as np
@@ -129,7 +130,10 @@ def _as_orjson(v: Any) -> Any:
     if isinstance(v, list):
         return [_as_orjson(x) for x in v]
     if type(v) is int and not _INTS[0] <= v <= _INTS[1]:
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # beyond a double: infinite, as orjson reads 1e999
+            return math.inf if v > 0 else -math.inf
     return v
 
 
