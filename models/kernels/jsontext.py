@@ -28,6 +28,8 @@ __all__ = [
     "KIND_STRING",
     "KIND_TRUE",
     "MAX_DEPTH",
+    "MAX_MEMBERS",
+    "SCAN",
     "members",
     "read_votes",
     "trial_members",
@@ -36,10 +38,12 @@ __all__ = [
 KIND_STRING, KIND_INT, KIND_FLOAT, KIND_OBJECT = 0, 1, 2, 3
 KIND_ARRAY, KIND_TRUE, KIND_FALSE, KIND_NULL = 4, 5, 6, 7
 MAX_DEPTH = 32  # deeper nesting is refused
+MAX_MEMBERS = 8  # members: an object of more is refused (a trial body has at most 5)
+SCAN = 32  # a name is looked for this many places on from where it is expected, no further
 REFUSED = -1
 
 # exact powers of ten: every one up to 1e22 is a double
-_POW10 = np.array([10.0**i for i in range(23)])
+_POW10 = np.array([float(10**i) for i in range(23)])
 _MANTISSA = 2**53
 _QUOTE, _BACKSLASH, _COLON, _COMMA = 34, 92, 58, 44
 _LBRACE, _RBRACE, _LBRACKET, _RBRACKET = 123, 125, 91, 93
@@ -275,9 +279,10 @@ def members(
     each checked through all its nesting (``checked``: the text was read so before, and
     its values are only skipped): row ``j < n`` of ``spans`` is (key start, key end, value
     start, value end, value kind), the key without its quotes. With ``whole`` nothing but
-    whitespace may follow the object. ``n`` is REFUSED when the text is not read, or a
-    key comes twice."""
-    spans = np.empty((8, 5), dtype=np.int64)
+    whitespace may follow the object. ``n`` is REFUSED when the text is not read, a key
+    comes twice, or there are more than MAX_MEMBERS (so the check for keys given twice
+    stays short)."""
+    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
     i = _ws(b, start, end)
     if i >= end or b[i] != _LBRACE:
         return REFUSED, spans
@@ -310,10 +315,8 @@ def members(
                             break
                     if same:
                         return REFUSED, spans
-            if n == spans.shape[0]:
-                grown = np.empty((2 * n, 5), dtype=np.int64)
-                grown[:n] = spans
-                spans = grown
+            if n == MAX_MEMBERS:
+                return REFUSED, spans
             spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
             n += 1
             i = _ws(b, v1, end)
@@ -352,10 +355,11 @@ def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int]:
 @njit(cache=True, nogil=True)
 def _find(b: np.ndarray, a: int, z: int, blob: np.ndarray, ptr: np.ndarray, guess: int) -> int:
     """The index of the name ``b[a:z]`` among those ``blob[ptr[j]:ptr[j + 1]]``, tried
-    from ``guess`` on (names usually come in order); -1 when it is none of them."""
+    at the SCAN places from ``guess`` on (names usually come in order, and the search
+    stays short whatever the order); -1 when it is none of them."""
     count = ptr.size - 1
     n = z - a
-    for step in range(count):
+    for step in range(min(count, SCAN)):
         j = guess + step
         if j >= count:
             j -= count
@@ -446,8 +450,9 @@ def read_votes(
 
     Every vote must be a ``{label: number}`` object, a list of ``k`` numbers or a label:
     a string, or with ``int_labels`` an integer, written as its key. ``n`` is REFUSED for
-    anything else: an unknown expert or label, one given twice in an object, an empty
-    vote or an empty object, a number this module does not convert."""
+    anything else: an unknown expert or label (or one more than SCAN places on from the
+    one expected next), one given twice in an object, an empty vote or an empty object, a
+    number this module does not convert."""
     most = 0  # the votes: every member of every object
     for t in range(starts.size):
         most += _count(b, starts[t], ends[t])

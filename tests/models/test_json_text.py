@@ -15,7 +15,16 @@ from test_batch_encode import assert_identical, outcome, vote_batches, vote_spac
 
 from models.inputs.batch import RawExperts, raw_expert_votes
 from models.inputs.space import InputSpace
-from models.kernels.jsontext import KIND_FLOAT, KIND_INT, _count, _number, members, trial_members
+from models.kernels.jsontext import (
+    KIND_FLOAT,
+    KIND_INT,
+    MAX_MEMBERS,
+    SCAN,
+    _count,
+    _number,
+    members,
+    trial_members,
+)
 
 
 def text(s: str | bytes) -> np.ndarray:
@@ -225,3 +234,22 @@ def test_trial_members_find_the_experts_of_an_instance_alone() -> None:
     ):
         assert trial_members(text(other))[0] == 1 and trial_members(text(other))[2:] == (-1, -1)
     assert trial_members(text(b'{"instance": {"experts": {}}'))[0] < 0
+
+
+def test_the_readers_stay_linear_on_hostile_texts() -> None:
+    """An object of many members, and names far from where they are expected, are left
+    to the parser, whose answer is the same."""
+    many = "{" + ", ".join(f'"k{i}": {i}' for i in range(MAX_MEMBERS + 1)) + "}"
+    assert members(text(many), 0, len(many), True)[0] < 0
+    assert (
+        members(text(many[: many.index(f', "k{MAX_MEMBERS}"')] + "}"), 0, len(many), False)[0]
+        == MAX_MEMBERS
+    )
+    labels = list(range(SCAN + 8))
+    space = InputSpace(labels, experts={"expert_names": ["x"]})
+    near = json.dumps({"x": {str(c): 1.0 for c in labels}}).encode()
+    far = json.dumps({"x": {str(c): 1.0 for c in reversed(labels)}}).encode()
+    assert space._raw_votes_each([RawExperts(near, 0, len(near))]) is not None
+    assert space._raw_votes_each([RawExperts(far, 0, len(far))]) is None
+    got = space.encode_each([RawExperts(far, 0, len(far))], "experts")[0]
+    assert_same_experts(got, space.encode({"experts": json.loads(far)}, "experts"))
