@@ -56,6 +56,7 @@ _ATTRIBUTES: tuple[Spec, ...] = (
     {"hashing": {"n_features": 8, "seed": 3}},
 )
 _EXPERTS: tuple[Spec, ...] = (
+    {"experts": {"expert_names": ["e0", "e1", "e2"]}},  # raw scores: read in one call
     {"experts": {"expert_names": ["e0", "e1", "e2"], "normalize": "sum-to-one"}},
     {
         "experts": {

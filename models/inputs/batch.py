@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from models.core.instance import Attributes
-from models.kernels.jsontext import read_votes
+from models.kernels.jsontext import read_vote_rows, read_votes
 
 __all__ = [
     "RawExperts",
@@ -40,6 +40,7 @@ __all__ = [
     "dense_attributes",
     "expert_votes",
     "raw_expert_votes",
+    "raw_vote_rows",
     "sparse_attributes",
 ]
 
@@ -358,6 +359,39 @@ def raw_expert_votes(
     documents, given ``experts`` (each known expert by name) and ``labels`` (each class by
     its label as a JSON object key; ``int_labels``: the labels are integers, and a vote
     may name one as a JSON integer); None when the compiled reader refuses them."""
+    n, expert, row, scores = read_votes(
+        *_texts(items), experts.blob, experts.ptr, labels.blob, labels.ptr, k, int_labels
+    )
+    if n < 0:
+        return None
+    return Votes(experts.index[expert], row, scores)
+
+
+def raw_vote_rows(
+    items: Sequence[RawExperts], experts: NameTable, labels: NameTable, int_labels: bool, k: int
+) -> tuple[np.ndarray, ...] | None:
+    """The votes :func:`raw_expert_votes` reads, as
+    :func:`models.kernels.instances.vote_rows` gives their instances: ``(e, c, v, ptr,
+    sizes, classes, low, high)``, in one compiled call; None when they are refused."""
+    n, *rows = read_vote_rows(
+        *_texts(items),
+        experts.blob,
+        experts.ptr,
+        experts.index,
+        labels.blob,
+        labels.ptr,
+        k,
+        int_labels,
+    )
+    return None if n < 0 else tuple(rows)
+
+
+def _texts(items: Sequence[RawExperts]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(b, starts, ends)``: one text holding the objects ``items``, object ``t`` at
+    ``b[starts[t]:ends[t]]``."""
+    if len(items) == 1:
+        x = items[0]
+        return np.frombuffer(x.text, dtype=np.uint8), np.array([x.start]), np.array([x.end])
     first = items[0].text
     if all(x.text is first for x in items):
         text, offsets = first, [0] * len(items)
@@ -367,17 +401,4 @@ def raw_expert_votes(
         offsets = list(itertools.accumulate(map(len, texts), initial=0))
     starts = np.array([o + x.start for o, x in zip(offsets, items, strict=False)], dtype=np.int64)
     ends = np.array([o + x.end for o, x in zip(offsets, items, strict=False)], dtype=np.int64)
-    n, expert, row, scores = read_votes(
-        np.frombuffer(text, dtype=np.uint8),
-        starts,
-        ends,
-        experts.blob,
-        experts.ptr,
-        labels.blob,
-        labels.ptr,
-        k,
-        int_labels,
-    )
-    if n < 0:
-        return None
-    return Votes(experts.index[expert], row, scores)
+    return np.frombuffer(text, dtype=np.uint8), starts, ends

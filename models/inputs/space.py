@@ -88,6 +88,7 @@ from models.inputs.batch import (
     dense_attributes,
     expert_votes,
     raw_expert_votes,
+    raw_vote_rows,
     sparse_attributes,
 )
 from models.inputs.payload import (
@@ -743,6 +744,9 @@ class InputSpace:
                 NameTable.of({key: c for c, key in enumerate(self._keys_in_order)}),
                 all(type(v) is int for v in self.labels),
             )
+        if self._normalize == "raw" and not self._layered and not self._s:
+            rows = raw_vote_rows(items, *self._tables, self._k)
+            return None if rows is None else _experts_of(*rows)
         got = raw_expert_votes(items, *self._tables, self._k)
         return None if got is None else self._voted(got, len(items))
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from models.kernels.instances import vote_rows
+
 __all__ = [
     "KIND_ARRAY",
     "KIND_FALSE",
@@ -30,7 +32,9 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_MEMBERS",
     "SCAN",
+    "UNCOUNTED",
     "members",
+    "read_vote_rows",
     "read_votes",
     "trial_members",
 ]
@@ -40,6 +44,9 @@ KIND_ARRAY, KIND_TRUE, KIND_FALSE, KIND_NULL = 4, 5, 6, 7
 MAX_DEPTH = 32  # deeper nesting is refused
 MAX_MEMBERS = 8  # members: an object of more is refused (a trial body has at most 5)
 SCAN = 32  # a name is looked for this many places on from where it is expected, no further
+# scores held for the votes of some objects without counting their members first (beyond,
+# the votes are counted, so a long text of few votes takes little memory)
+UNCOUNTED = 1 << 14
 REFUSED = -1
 
 # exact powers of ten: every one up to 1e22 is a double
@@ -55,7 +62,7 @@ _INSTANCE = np.frombuffer(b"instance", dtype=np.uint8)
 _EXPERTS = np.frombuffer(b"experts", dtype=np.uint8)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _ws(b: np.ndarray, i: int, end: int) -> int:
     """The position of the first non-whitespace byte at or after ``i``."""
     while i < end:
@@ -66,7 +73,7 @@ def _ws(b: np.ndarray, i: int, end: int) -> int:
     return i
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _string(b: np.ndarray, i: int, end: int) -> int:
     """The position just past the string opening at ``i``; REFUSED for an escape, a
     control or non-ASCII byte, or no closing quote."""
@@ -81,21 +88,22 @@ def _string(b: np.ndarray, i: int, end: int) -> int:
     return REFUSED
 
 
-@njit(cache=True, nogil=True)
-def _number(b: np.ndarray, i: int, end: int) -> tuple[int, int, float]:
-    """``(end, kind, value)`` of the number at ``i``; end REFUSED when it is not one
-    this reader converts exactly."""
+@njit(cache=True, nogil=True, inline="always")
+def _lexeme(b: np.ndarray, i: int, end: int) -> tuple[int, int, int, int, bool]:
+    """``(end, kind, mantissa, exponent, negative)`` of the number at ``i``: its value is
+    ``mantissa`` times ten to ``exponent``, negated with ``negative``. End REFUSED when
+    it is not one this reader converts exactly."""
     negative = False
     if i < end and b[i] == _MINUS:
         negative = True
         i += 1
     if i >= end or not _ZERO <= b[i] <= _NINE:
-        return REFUSED, KIND_INT, 0.0
+        return REFUSED, KIND_INT, 0, 0, negative
     mantissa, digits, exponent = 0, 0, 0
     if b[i] == _ZERO:
         i += 1
         if i < end and _ZERO <= b[i] <= _NINE:  # a leading zero
-            return REFUSED, KIND_INT, 0.0
+            return REFUSED, KIND_INT, 0, 0, negative
     else:
         while i < end and _ZERO <= b[i] <= _NINE:
             if digits < 19:
@@ -107,7 +115,7 @@ def _number(b: np.ndarray, i: int, end: int) -> tuple[int, int, float]:
         kind = KIND_FLOAT
         i += 1
         if i >= end or not _ZERO <= b[i] <= _NINE:
-            return REFUSED, kind, 0.0
+            return REFUSED, kind, 0, 0, negative
         while i < end and _ZERO <= b[i] <= _NINE:
             if mantissa == 0 and b[i] == _ZERO:
                 exponent -= 1  # leading zeros of the fraction add no digit
@@ -125,7 +133,7 @@ def _number(b: np.ndarray, i: int, end: int) -> tuple[int, int, float]:
             sign = -1 if b[i] == _MINUS else 1
             i += 1
         if i >= end or not _ZERO <= b[i] <= _NINE:
-            return REFUSED, kind, 0.0
+            return REFUSED, kind, 0, 0, negative
         e = 0
         while i < end and _ZERO <= b[i] <= _NINE:
             if e < 10_000:
@@ -133,24 +141,31 @@ def _number(b: np.ndarray, i: int, end: int) -> tuple[int, int, float]:
             i += 1
         exponent += sign * e
     if kind == KIND_INT:
-        if digits > 18:
-            return REFUSED, kind, 0.0
+        return (REFUSED if digits > 18 else i), kind, mantissa, 0, negative
+    if digits > 15 or mantissa >= _MANTISSA:
+        return REFUSED, kind, 0, 0, negative
+    if mantissa == 0:
+        exponent = 0
+    elif exponent < -22 or exponent > 22:
+        return REFUSED, kind, 0, 0, negative
+    return i, kind, mantissa, exponent, negative
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _number(b: np.ndarray, i: int, end: int) -> tuple[int, int, float]:
+    """``(end, kind, value)`` of the number at ``i``; end REFUSED when it is not one
+    this reader converts exactly."""
+    i, kind, mantissa, exponent, negative = _lexeme(b, i, end)
+    if i < 0:
+        return REFUSED, kind, 0.0
+    if kind == KIND_INT:
         value = float(mantissa)  # -0 is the integer 0
         return i, kind, -value if negative and mantissa != 0 else value
-    if digits > 15 or mantissa >= _MANTISSA:
-        return REFUSED, kind, 0.0
-    if mantissa == 0:
-        value = 0.0
-    elif exponent < -22 or exponent > 22:
-        return REFUSED, kind, 0.0
-    elif exponent < 0:
-        value = mantissa / _POW10[-exponent]
-    else:
-        value = mantissa * _POW10[exponent]
+    value = mantissa / _POW10[-exponent] if exponent < 0 else mantissa * _POW10[exponent]
     return i, kind, -value if negative else value
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _literal(b: np.ndarray, i: int, end: int, word: np.ndarray) -> int:
     n = word.size
     if i + n > end:
@@ -161,7 +176,7 @@ def _literal(b: np.ndarray, i: int, end: int, word: np.ndarray) -> int:
     return i + n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _scalar(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
     """``(end, kind)`` of the string, number, true, false or null at ``i``; end REFUSED
     when there is none there."""
@@ -169,7 +184,7 @@ def _scalar(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
     if c == _QUOTE:
         return _string(b, i, end), KIND_STRING
     if c == _MINUS or _ZERO <= c <= _NINE:
-        j, kind, _ = _number(b, i, end)
+        j, kind, _, _, _ = _lexeme(b, i, end)
         return j, kind
     if c == 116:
         return _literal(b, i, end, _TRUE), KIND_TRUE
@@ -180,7 +195,7 @@ def _scalar(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
     return REFUSED, KIND_NULL
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _key(b: np.ndarray, i: int, end: int) -> int:
     """The position of the value of the member whose key opens at ``i`` (past the key,
     the colon and whitespace); REFUSED when no key and colon are there."""
@@ -352,7 +367,7 @@ def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int]:
     return n, spans, -1, -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _find(b: np.ndarray, a: int, z: int, blob: np.ndarray, ptr: np.ndarray, guess: int) -> int:
     """The index of the name ``b[a:z]`` among those ``blob[ptr[j]:ptr[j + 1]]``, tried
     at the SCAN places from ``guess`` on (names usually come in order, and the search
@@ -420,7 +435,7 @@ def _member(
     return _ws(b, _ws(b, i, end) + 1, end), j  # past the colon
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _score(b: np.ndarray, i: int, end: int) -> tuple[int, float]:
     """``(end, value)`` of the number at ``i``; end REFUSED when there is none or it is
     not converted exactly."""
@@ -453,13 +468,75 @@ def read_votes(
     anything else: an unknown expert or label (or one more than SCAN places on from the
     one expected next), one given twice in an object, an empty vote or an empty object, a
     number this module does not convert."""
-    most = 0  # the votes: every member of every object
-    for t in range(starts.size):
-        most += _count(b, starts[t], ends[t])
+    n, expert, row, scores = _votes(
+        b, starts, ends, names, names_ptr, keys, keys_ptr, k, int_labels
+    )
+    m = max(n, 0)
+    return n, expert[:m], row[:m], scores[:m]
+
+
+@njit(cache=True, nogil=True)
+def read_vote_rows(
+    b: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    names: np.ndarray,
+    names_ptr: np.ndarray,
+    index: np.ndarray,
+    keys: np.ndarray,
+    keys_ptr: np.ndarray,
+    k: int,
+    int_labels: bool,
+) -> tuple[
+    int,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+]:
+    """``(n, e, c, v, ptr, sizes, classes, low, high)``: the votes :func:`read_votes`
+    reads, name ``j`` standing for expert ``index[j]``, as
+    :func:`models.kernels.instances.vote_rows` gives their instances, in one call; ``n``
+    the votes, or REFUSED (then the arrays are empty)."""
+    n, expert, row, scores = _votes(
+        b, starts, ends, names, names_ptr, keys, keys_ptr, k, int_labels
+    )
+    if n < 0:
+        none = np.zeros(0, dtype=np.int64)
+        nothing = np.zeros(0)
+        return n, none, none, nothing, none, none, none, nothing, nothing
+    e, c, v, ptr, sizes, classes, low, high = vote_rows(
+        row[:n], index[expert[:n]], scores[:n], starts.size
+    )
+    return n, e, c, v, ptr, sizes, classes, low, high
+
+
+@njit(cache=True, nogil=True)
+def _votes(
+    b: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    names: np.ndarray,
+    names_ptr: np.ndarray,
+    keys: np.ndarray,
+    keys_ptr: np.ndarray,
+    k: int,
+    int_labels: bool,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`read_votes`, the arrays holding at least ``n`` rows."""
+    count = names_ptr.size - 1
+    most = starts.size * count  # an expert votes at most once in an object
+    if most * k > UNCOUNTED:  # bounded by the members sent instead
+        most = 0
+        for t in range(starts.size):
+            most += _count(b, starts[t], ends[t])
     expert = np.empty(most, dtype=np.int64)
     row = np.empty(most, dtype=np.int64)
     scores = np.zeros((most, k))
-    count = names_ptr.size - 1
     seen = np.full(count, -1, dtype=np.int64)  # the last object each expert voted in
     hit = np.empty(k, dtype=np.int64)
     n = 0
@@ -531,4 +608,4 @@ def read_votes(
             if b[i] == _RBRACE:
                 break
             i = _ws(b, i + 1, end)  # past the comma
-    return n, expert[:n], row[:n], scores[:n]
+    return n, expert, row, scores

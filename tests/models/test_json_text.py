@@ -20,6 +20,7 @@ from models.kernels.jsontext import (
     KIND_INT,
     MAX_MEMBERS,
     SCAN,
+    UNCOUNTED,
     _count,
     _number,
     members,
@@ -198,9 +199,12 @@ def test_plain_texts_are_read_by_the_compiled_reader() -> None:
 
 
 def test_the_votes_take_the_memory_of_the_votes_sent() -> None:
-    """However long the text, the score matrix holds a row per vote and no more."""
-    space = InputSpace(list(range(1000)), experts={"expert_names": ["x", "y"]})
-    padded = b'{"x": {"3": 1}' + b" " * 100_000 + b"}"
+    """However long the text, the score matrix holds a row per vote and no more; rows
+    for every expert of every object are only set aside while they are few."""
+    names = [f"x{i}" for i in range(20)]
+    assert len(names) * 1000 > UNCOUNTED  # so the members are counted first
+    space = InputSpace(list(range(1000)), experts={"expert_names": names})
+    padded = b'{"x0": {"3": 1}' + b" " * 100_000 + b"}"
     assert space._raw_votes_each([RawExperts(padded, 0, len(padded))]) is not None
     assert space._tables is not None
     got = raw_expert_votes([RawExperts(padded, 0, len(padded))], *space._tables, 1000)
