@@ -131,6 +131,13 @@ class Settings(BaseSettings):
     warmup: bool = Field(
         default=True, description="compile the learners' kernels before /readyz answers 200"
     )
+    gc_threshold: int = Field(
+        default=50_000,
+        ge=0,
+        le=10_000_000,
+        description="allocations between the garbage collector's young collections "
+        "(0: Python's own, 700)",
+    )
     # -- security: see the README's "Security" --------------------------------------
     admin_key: str | None = Field(
         default=None,

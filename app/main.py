@@ -16,6 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from app import openapi
 from app.auth import Auth
+from app.collector import collect_less
 from app.config import Settings
 from app.fastpath import TrialFastPath
 from app.guard import Guard
@@ -92,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.warmup = warmup
         service.start()
         await auth.start()
+        collect_less(settings.gc_threshold)
         try:
             yield
         finally:

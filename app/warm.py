@@ -20,6 +20,7 @@ import threading
 import time
 from concurrent.futures import Future
 
+from app.collector import freeze
 from models.warm import warm_kernels
 
 __all__ = ["Warmup"]
@@ -38,6 +39,7 @@ def _run(done: Future[dict[str, float]]) -> None:
         log.exception("kernel warm-up failed; kernels compile on first use")
         done.set_exception(e)
         return
+    freeze("warm")  # the compiled kernels live as long as the process
     slowest = max(seconds, key=seconds.__getitem__)
     log.info(
         "kernels warm in %.1f s (slowest: %s, %.1f s)",

@@ -13,6 +13,8 @@ The service serves the statistics read ahead of the router too, and so does the 
 ``PUT /edge/stats`` (a real answer of the service, so that both write the same document),
 with nothing read behind it.
 
+Its garbage collector is set as the service's (:mod:`app.collector`).
+
 Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
 """
 
@@ -26,6 +28,7 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.collector import collect_less
 from app.config import Settings
 from app.guard import Guard
 from app.limits import BodyLimit, Busy
@@ -103,4 +106,5 @@ def create() -> FastAPI:
         stats.update(orjson.loads(await request.body()))
         return {"fields": len(stats)}
 
+    collect_less(settings.gc_threshold)
     return app
