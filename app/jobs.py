@@ -284,6 +284,9 @@ class Backtests:
             if final:
                 doc["status"] = "done"
                 return
+            if await self.jobs.stopping(doc["id"]):  # a request to stop is taken at once
+                doc["status"], doc["error"] = "cancelled", "cancelled on request"
+                return
             now = time.monotonic()
             if now - began > limit:
                 doc["status"] = "failed"

@@ -3,7 +3,8 @@ so that any worker can say how far it got.
 
 A job is one hash (:func:`storage.keys.job_key`): ``doc``, the job as a JSON object
 written by the worker that runs it, and ``cancel``, set by whoever asks it to stop. The
-worker rewrites ``doc`` as it goes, and reads ``cancel`` in the same round trip. The hash
+worker rewrites ``doc`` as it goes, and reads ``cancel`` in the same round trip, and on
+its own after each step. The hash
 expires ``ttl_ms`` after its last write, so a job whose worker died is read as it last
 was (its ``updated`` time says how long ago) and then disappears.
 """
@@ -94,6 +95,12 @@ class JobStore:
             pipe.hget(key, "cancel")
             got = await pipe.execute()
         return got[2] == b"1"
+
+    async def stopping(self, job_id: str) -> bool:
+        """Whether the job was asked to stop (read between the writes of its document)."""
+        async with redis_errors():
+            got = await self.client.hget(job_key(self.prefix, job_id), "cancel")
+        return got == b"1"
 
     async def read(self, job_id: str) -> tuple[dict[str, Any], bool] | None:
         """The job and whether it was asked to stop; None when there is no such job."""

@@ -88,8 +88,8 @@ async def get_job(
 async def cancel_job(
     job_id: JobIdDep, request: Request, response: Response, service: ServiceDep
 ) -> JobPublic:
-    """Ask a running job to stop: its worker stops at its next report (within a second)
-    and keeps what it computed as a partial result. The job as it is now."""
+    """Ask a running job to stop: its worker stops after the step it is taking (2,048 log
+    entries) and keeps what it computed as a partial result. The job as it is now."""
     doc = _visible(request, await service.backtests.read(job_id), job_id)
     request.scope["committee.model"] = doc["model"]  # for the audit log
     request.scope["committee.detail"] = f"job {job_id}"

@@ -230,7 +230,7 @@ def test_a_long_backtest_is_a_job_that_can_be_followed_retried_and_cancelled(
     own = result["candidates"][1]
     assert own["mistakes"] == result["model"]["mistakes"]
 
-    # cancelled while it runs: it stops at its next report and keeps what it counted
+    # cancelled while it runs: it stops after its step and keeps what it counted
     # (a fourth candidate, the most allowed, so that it still runs after the request)
     started = c.post(url, json={**body, "learner": [*body["learner"], FUSION["learner"]]})
     assert started.status_code == 202, started.text
