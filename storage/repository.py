@@ -277,7 +277,7 @@ CHECK_AGAIN = 5.0  # seconds before a server that failed check_server is checked
 DURABLE = frozenset({"CHANGE", "CREATE", "DELETE", "IMPORT", "LABEL", "LEARN", "PREDICT"})
 _REUSED = "Idempotency-Key was used before with another request"
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
-CURVES_KEPT = 4_096  # models whose last-read mistake curve is kept, parsed
+CURVES_KEPT = 4_096  # models whose last-read mistake curve and statistics are kept, parsed
 GRAVE_BATCH = 1_000  # trial hashes a delete or a sweep removes in one step
 # a create or delete takes less than this from its first step to its last: a registry
 # entry unsettled for longer was left by a crash, and the sweep settles it
@@ -381,6 +381,7 @@ class ModelStore:
         # when check_server last passed (> 0), or minus when it last failed (< 0)
         self._checked_at = 0.0
         self._curves: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
+        self._statistics: dict[str, tuple[list[Any], Statistics]] = {}
         self._check_failure = ""
         if ack == "replicated":
             self._after = (("WAIT", 1, ack_timeout_ms),)
@@ -737,8 +738,20 @@ class ModelStore:
 
     async def read_statistics(self, name: str, now_ms: int) -> Statistics:
         """Counters, pending trials, the mistake curves and the learner summary, in one
-        round trip."""
+        round trip. Dashboards poll them, often several at once: the statistics read last
+        for each model are kept, and given again (the same object) while Redis answers the
+        same."""
         reply = await self._run("STATS", name, self.keys(name).all_fixed(), [now_ms])
+        kept = self._statistics.get(name)
+        if kept is not None and kept[0] == reply:  # polled again before anything changed
+            return kept[1]
+        got = self._statistics_of(name, reply)
+        if len(self._statistics) >= CURVES_KEPT:
+            self._statistics.clear()
+        self._statistics[name] = (reply, got)
+        return got
+
+    def _statistics_of(self, name: str, reply: Any) -> Statistics:
         _, flat, pending, overdue, curve, window, sv, doc = reply
         meta = dict(zip(flat[::2], flat[1::2], strict=True))
         doc = doc or None

@@ -60,11 +60,25 @@ def public(s: Statistics) -> dict[str, Any]:
     )
 
 
+# the document last made for each model, with the statistics it was made of: the store
+# gives the same statistics object again while nothing changed
+_made: dict[str, tuple[Statistics, dict[str, Any]]] = {}
+MADE_KEPT = 4_096
+
+
 async def read_stats(service: ModelService, name: str) -> dict[str, Any]:
     """The statistics document of model ``name``: the route's answer, also served ahead of
     the router (:mod:`app.fastpath`), since dashboards poll it."""
     check_name(name)
-    return public(await service.statistics(name))
+    s = await service.statistics(name)
+    kept = _made.get(name)
+    if kept is not None and kept[0] is s:
+        return kept[1]
+    doc = public(s)
+    if len(_made) >= MADE_KEPT:
+        _made.clear()
+    _made[name] = (s, doc)
+    return doc
 
 
 @router.get("/stats", response_model=StatsPublic)

@@ -148,6 +148,23 @@ async def test_statistics_read_the_curve_as_stored_and_the_window_from_its_ends(
         assert s.window == (last - first, int(p[first:last].sum()))
 
 
+async def test_statistics_polled_again_are_the_same_until_anything_changes(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(20)])
+    await store.sync("m", inc, 20, fold(1, [(0, 1, 0, "")] * 20), 0)
+    first = await store.read_statistics("m", 0)
+    assert await store.read_statistics("m", 0) is first  # kept while Redis answers the same
+    assert first.model.counters["mistakes"] == 20
+    await store.client.hincrby(store.keys("m").meta, "mistakes", 1)
+    changed = await store.read_statistics("m", 0)
+    assert changed is not first and changed.model.counters["mistakes"] == 21
+    await store.client.hset(store.keys("m").meta, "mistakes", b"x")
+    with pytest.raises(CorruptData, match="mistakes"):
+        await store.read_statistics("m", 0)
+
+
 @pytest.mark.parametrize(
     ("key", "point", "words"),
     [
