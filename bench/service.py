@@ -43,7 +43,9 @@ p50 / p99 latency of
 
 With each phase come the CPU microseconds per request of the server, of Redis and of the
 generator itself, and the cores every other process used, read from ``/proc`` over the
-window: on a 2-core machine these compete, so this says what bounds a figure.
+window: on a 2-core machine these compete, so this says what bounds a figure. Each phase
+starts once the machine is idle, so that what the last one left running (a snapshot,
+Redis rewriting its append-only file) does not land in it.
 
 Run as ``python bench/service.py [--quick] [--seconds S] [--rounds R]``. Figures are
 printed as ``name: value`` lines, targets beside them (printed, never asserted), with how
@@ -74,7 +76,7 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
-from _service_load import ID, Background, Plan, Result
+from _service_load import ID, Background, Plan, Result, busy_seconds
 from _service_load import run as run_plan
 
 from models.inputs.datasets import sparse_disjunction_stream
@@ -96,6 +98,7 @@ BATCH_ITEMS = 1_000
 BATCH_CONCURRENCY = 2
 PRECREATE_ITEMS = 1_000  # items per /predict/batch when creating pending trials
 STATS_CONCURRENCY = 4  # clients reading statistics back to back
+QUIET_CORES = 0.15  # a phase starts once the machine is this idle (see quiet)
 STATS_LEARNS_PER_S = 1_000.0  # the learns the model takes meanwhile
 UVICORN = ["--host", "127.0.0.1", "--loop", "uvloop", "--http", "httptools"]
 UVICORN += ["--log-level", "warning", "--no-access-log"]
@@ -346,13 +349,32 @@ def label_bodies(trials: Sequence[tuple[str, int]]) -> list[bytes]:
 # -- measuring ----------------------------------------------------------------------------
 
 
+def quiet(most: float = QUIET_CORES, window: float = 0.2, patience: float = 15.0) -> None:
+    """Wait until the machine has been nearly idle (below ``most`` cores busy) for a
+    ``window``: work one phase left behind (a snapshot, Redis rewriting its append-only
+    file) would otherwise run in the next phase's window, on either side's figure. After
+    ``patience`` seconds (none with ``--quick``), go on regardless."""
+    if patience <= 0:
+        return
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        before = busy_seconds()
+        time.sleep(window)
+        if (busy_seconds() - before) / window < most:
+            return
+    print(f"  (the machine stayed busy for {patience:g} s: measuring anyway)", file=sys.stderr)
+
+
 class Runner:
     """Hands plans to the generator process and keeps every result, by phase and round."""
 
-    def __init__(self, pool: ProcessPoolExecutor, warmup: float, seconds: float) -> None:
+    def __init__(
+        self, pool: ProcessPoolExecutor, warmup: float, seconds: float, patience: float
+    ) -> None:
         self.pool = pool
         self.warmup = warmup
         self.seconds = seconds
+        self.patience = patience  # how long a phase waits for an idle machine
         self.client = "raw"
         self.results: dict[str, list[Result]] = {}
 
@@ -369,6 +391,7 @@ class Runner:
             client=self.client,
             **kw,
         )
+        quiet(patience=self.patience)
         result = self.pool.submit(run_plan, plan).result()
         if result.errors:
             raise RuntimeError(
@@ -506,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         pool = stack.enter_context(
             ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         )
-        run = Runner(pool, warmup, seconds)
+        run = Runner(pool, warmup, seconds, 0.0 if args.quick else 15.0)
         on_peer = {"watch": {"server": peer.pid}}
         on_service = {"watch": {"server": service.pid, "redis": redis_pid}}
         for name, (n, stream) in streams.items():

@@ -9,7 +9,8 @@ and counts the answers as they come back: learn trials of S4's majority problem 
 r = 10, k = 5 labels ``c0``..``c4``, noise 0.05) to a Committee model, the sub-experts'
 votes in each of three forms: a bare label (``"e3": "c2"``), a list of scores
 (``"e3": [0, 0, 1, 0, 0]``) and a mapping (``"e3": {"c2": 1.0}``). Service and echo take
-turns over ``--rounds`` rounds, best kept, spread printed. Figures:
+turns over ``--rounds`` rounds, best kept, spread printed; each run starts once the machine
+is idle (``service.quiet``). Figures:
 
 * per form, ``stream_trials_per_second_<form>``, ``ws_echo_messages_per_second_<form>``
   and ``stream_vs_ws_echo_<form>`` (targets: bare labels >= 0.5, lists and mappings >= 0.4);
@@ -42,7 +43,7 @@ import websockets
 from models.inputs.datasets import MajorityProblem
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service import uvicorn
+from service import quiet, uvicorn
 
 from storage.server import EmbeddedRedis
 
@@ -188,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     path = f"/v1/models/{form.replace('_', '-')}/stream"
                     sides = [("stream", ws), ("ws_echo", ws_echo)]
                     for side, base in sides if r % 2 == 0 else sides[::-1]:
+                        quiet(patience=0.0 if args.quick else 15.0)
                         seconds = pool.apply(pump, (base + path, msgs[form], args.window))
                         rates.setdefault(f"{side}_{form}", []).append(args.trials / seconds)
             load = pool.apply_async(
