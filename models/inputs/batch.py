@@ -364,7 +364,7 @@ def raw_expert_votes(
     )
     if n < 0:
         return None
-    return Votes(experts.index[expert], row, scores)
+    return Votes(experts.index[expert[:n]], row[:n], scores[:n])
 
 
 def raw_vote_rows(

@@ -446,36 +446,6 @@ def _score(b: np.ndarray, i: int, end: int) -> tuple[int, float]:
 
 
 @njit(cache=True, nogil=True)
-def read_votes(
-    b: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    names: np.ndarray,
-    names_ptr: np.ndarray,
-    keys: np.ndarray,
-    keys_ptr: np.ndarray,
-    k: int,
-    int_labels: bool,
-) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """``(n, expert, row, scores)``: the ``n`` votes of the ``experts`` objects
-    ``b[starts[t]:ends[t]]``, text :func:`members` has read, as
-    :func:`models.inputs.batch.expert_votes` reads them: vote ``j`` is expert
-    ``expert[j]`` (its index among ``names``) in object ``row[j]``, scoring the classes
-    ``scores[j]`` (a label's class is its index among ``keys``).
-
-    Every vote must be a ``{label: number}`` object, a list of ``k`` numbers or a label:
-    a string, or with ``int_labels`` an integer, written as its key. ``n`` is REFUSED for
-    anything else: an unknown expert or label (or one more than SCAN places on from the
-    one expected next), one given twice in an object, an empty vote or an empty object, a
-    number this module does not convert."""
-    n, expert, row, scores = _votes(
-        b, starts, ends, names, names_ptr, keys, keys_ptr, k, int_labels
-    )
-    m = max(n, 0)
-    return n, expert[:m], row[:m], scores[:m]
-
-
-@njit(cache=True, nogil=True)
 def read_vote_rows(
     b: np.ndarray,
     starts: np.ndarray,
@@ -502,7 +472,7 @@ def read_vote_rows(
     reads, name ``j`` standing for expert ``index[j]``, as
     :func:`models.kernels.instances.vote_rows` gives their instances, in one call; ``n``
     the votes, or REFUSED (then the arrays are empty)."""
-    n, expert, row, scores = _votes(
+    n, expert, row, scores = read_votes(
         b, starts, ends, names, names_ptr, keys, keys_ptr, k, int_labels
     )
     if n < 0:
@@ -516,7 +486,7 @@ def read_vote_rows(
 
 
 @njit(cache=True, nogil=True)
-def _votes(
+def read_votes(
     b: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -527,7 +497,18 @@ def _votes(
     k: int,
     int_labels: bool,
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`read_votes`, the arrays holding at least ``n`` rows."""
+    """``(n, expert, row, scores)``: the ``n`` votes of the ``experts`` objects
+    ``b[starts[t]:ends[t]]``, text :func:`members` has read, in the first ``n`` rows of
+    the arrays (which may hold more), as :func:`models.inputs.batch.expert_votes` reads
+    them: vote ``j`` is expert ``expert[j]`` (its index among ``names``) in object
+    ``row[j]``, scoring the classes ``scores[j]`` (a label's class is its index among
+    ``keys``).
+
+    Every vote must be a ``{label: number}`` object, a list of ``k`` numbers or a label:
+    a string, or with ``int_labels`` an integer, written as its key. ``n`` is REFUSED for
+    anything else: an unknown expert or label (or one more than SCAN places on from the
+    one expected next), one given twice in an object, an empty vote or an empty object, a
+    number this module does not convert."""
     count = names_ptr.size - 1
     most = starts.size * count  # an expert votes at most once in an object
     if most * k > UNCOUNTED:  # bounded by the members sent instead
