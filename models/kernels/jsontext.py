@@ -421,17 +421,27 @@ def _count(b: np.ndarray, i: int, end: int) -> int:
 
 @njit(cache=True, nogil=True)
 def _member(
-    b: np.ndarray, i: int, end: int, blob: np.ndarray, ptr: np.ndarray, guess: int
+    b: np.ndarray,
+    i: int,
+    end: int,
+    blob: np.ndarray,
+    ptr: np.ndarray,
+    guess: int,
+    last: np.ndarray,
+    mark: int,
 ) -> tuple[int, int]:
     """``(at, j)`` of the member whose key opens at ``i``: its value starts at ``at``, its
-    key is name ``j`` of ``blob`` (see :func:`_find`); ``at`` REFUSED when it is none."""
+    key is name ``j`` of ``blob`` (see :func:`_find`), and ``last[j]`` becomes ``mark``;
+    ``at`` REFUSED when it is none, or when ``last[j]`` was ``mark`` already (the name
+    came twice in the object ``mark`` stands for)."""
     a = i + 1
     i = _string(b, i, end)
     if i < 0:
         return REFUSED, -1
     j = _find(b, a, i - 1, blob, ptr, guess)
-    if j < 0:
+    if j < 0 or last[j] == mark:
         return REFUSED, -1
+    last[j] = mark
     return _ws(b, _ws(b, i, end) + 1, end), j  # past the colon
 
 
@@ -519,7 +529,7 @@ def read_votes(
     row = np.empty(most, dtype=np.int64)
     scores = np.zeros((most, k))
     seen = np.full(count, -1, dtype=np.int64)  # the last object each expert voted in
-    hit = np.empty(k, dtype=np.int64)
+    hit = np.full(k, -1, dtype=np.int64)  # the last vote that scored each class
     n = 0
     for t in range(starts.size):
         end = ends[t]
@@ -529,23 +539,20 @@ def read_votes(
             return REFUSED, expert, row, scores
         guess = 0
         while True:
-            i, e = _member(b, i, end, names, names_ptr, guess)
-            if i < 0 or seen[e] == t:
+            i, e = _member(b, i, end, names, names_ptr, guess, seen, t)
+            if i < 0:
                 return REFUSED, expert, row, scores
-            seen[e] = t
             guess = e + 1
             c = b[i]
             if c == _LBRACE:
                 i = _ws(b, i + 1, end)
                 if b[i] == _RBRACE:
                     return REFUSED, expert, row, scores
-                hit[:] = -1
                 label = 0
                 while True:
-                    i, cls = _member(b, i, end, keys, keys_ptr, label)
-                    if i < 0 or hit[cls] == n:
+                    i, cls = _member(b, i, end, keys, keys_ptr, label, hit, n)
+                    if i < 0:
                         return REFUSED, expert, row, scores
-                    hit[cls] = n
                     label = cls + 1
                     i, value = _score(b, i, end)
                     if i < 0:
