@@ -139,6 +139,9 @@ AUTH_LIMITS = {"requests_per_second": 1e8, "trials_per_second": 1e8}
 # -- servers ------------------------------------------------------------------------------
 
 
+BIND_ATTEMPTS = 5
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -173,39 +176,63 @@ def uvicorn(
     ready: Callable[[httpx.Client], bool],
     timeout: float = 60.0,
 ) -> Iterator[Server]:
-    """Serve ``target`` with the shared options on a free loopback port until exit."""
-    port = free_port()
+    """Serve ``target`` with the shared options on a free loopback port until exit.
+
+    A port is free when chosen but may be taken before the child binds it; the child then
+    exits saying so, and the next attempt takes another port."""
     log = logs / f"{name}.log"
     environ = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH_DIR)])}
-    args = [sys.executable, "-m", "uvicorn", *target, *UVICORN, "--port", str(port)]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            args, cwd=ROOT, env=environ, stdin=subprocess.DEVNULL, stdout=out, stderr=out
-        )
-    server = Server(name, process, port, log)
+    for attempt in itertools.count(1):
+        port = free_port()
+        args = [sys.executable, "-m", "uvicorn", *target, *UVICORN, "--port", str(port)]
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                args, cwd=ROOT, env=environ, stdin=subprocess.DEVNULL, stdout=out, stderr=out
+            )
+        server = Server(name, process, port, log)
+        try:
+            if _started(server, ready, timeout):
+                break
+        except BaseException:
+            _stop(process)
+            raise
+        if attempt == BIND_ATTEMPTS:
+            raise RuntimeError(f"{name}: no free port in {BIND_ATTEMPTS} attempts")
     try:
-        deadline = time.monotonic() + timeout
-        with httpx.Client(base_url=server.url, timeout=5.0) as http:
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{name} exited: {log.read_text()[-2000:]}")
-                try:
-                    if ready(http):
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} not ready after {timeout} s")
-                time.sleep(0.1)
         yield server
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown (lifespan out)
+        _stop(process)
+
+
+def _started(server: Server, ready: Callable[[httpx.Client], bool], timeout: float) -> bool:
+    """Wait until ``server`` is ready (True), or has exited because its port was taken
+    (False); any other exit, or no readiness within ``timeout`` seconds, raises."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=server.url, timeout=5.0) as http:
+        while True:
+            if server.process.poll() is not None:
+                text = server.log.read_text(errors="replace")
+                if "address already in use" in text:
+                    return False
+                raise RuntimeError(f"{server.name} exited: {text[-2000:]}")
             try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                if ready(http):
+                    return True
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{server.name} not ready after {timeout} s")
+            time.sleep(0.1)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)  # uvicorn's graceful shutdown (lifespan out)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 # -- the workload -------------------------------------------------------------------------

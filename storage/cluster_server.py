@@ -24,18 +24,38 @@ from storage.server import find_redis_server
 START_TIMEOUT = 30.0
 
 
-def free_port() -> int:
-    """A free port whose cluster bus port (10,000 higher) is free too."""
+BUS_OFFSET = 10_000  # a cluster node's bus listens this far above its port
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out on its own (to ``bind(0)`` and to outgoing
+    connections)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports whose cluster bus ports are free too, drawn below the
+    kernel's own range, so that no ``bind(0)`` or outgoing connection of another process
+    takes one between this choice and the node's start."""
+    low = 10_000
+    high = max(_ephemeral_low() - BUS_OFFSET, low + 1_000)
     rng = random.Random()
-    while True:
-        port = rng.randrange(20_000, 45_000)
+    ports: list[int] = []
+    while len(ports) < n:
+        port = rng.randrange(low, high)
+        if port in ports:
+            continue
         try:
-            for p in (port, port + 10_000):
+            for p in (port, port + BUS_OFFSET):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", p))
         except OSError:
             continue
-        return port
+        ports.append(port)
+    return ports
 
 
 class _Nodes:
@@ -89,7 +109,7 @@ class RedisCluster(_Nodes):
 
     def __init__(self, data_dir: Path, *, nodes: int = 6) -> None:
         self.data_dir = Path(data_dir)
-        self._ports = [free_port() for _ in range(nodes)]
+        self._ports = free_ports(nodes)
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
@@ -238,8 +258,7 @@ class LocalSentinel(_Nodes):
 
     def __init__(self, data_dir: Path, *, sentinels: int = 3) -> None:
         self.data_dir = Path(data_dir)
-        self.primary, self.replica = free_port(), free_port()
-        self.sentinels = [free_port() for _ in range(sentinels)]
+        self.primary, self.replica, *self.sentinels = free_ports(2 + sentinels)
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
