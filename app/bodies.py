@@ -14,7 +14,9 @@ A fusion trial's body, ``{"instance": {"experts": {...}}, ...}``, is read faster
 :func:`read_trial`: a compiled pass checks the whole text and finds its members, and the
 ``experts`` object stays text (:class:`~models.inputs.batch.RawExperts`), whose votes the
 model reads straight from it. A body that pass does not read, or whose other members do
-not plainly fit, is read by :meth:`Body.read`, which answers it as before.
+not plainly fit, is read by :meth:`Body.read`, which answers it as before. A batch of
+such trials, ``{"items": [...]}``, is read so by :func:`read_batch`, all its items in one
+compiled pass.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from models.kernels.jsontext import (
     KIND_NULL,
     KIND_STRING,
     KIND_TRUE,
+    batch_members,
     trial_members,
 )
 from storage.keys import valid_trial_id
@@ -51,6 +54,7 @@ __all__ = [
     "LearnCreate",
     "PredictBatchCreate",
     "PredictCreate",
+    "read_batch",
     "read_trial",
 ]
 
@@ -208,8 +212,58 @@ def read_trial(
     n, spans, e0, e1 = trial_members(np.frombuffer(raw, dtype=np.uint8))
     if n < 0:
         return None
+    return _trial(raw, spans[:n].tolist(), e0, e1, fields, required)
+
+
+def read_batch(
+    raw: bytes,
+    fields: frozenset[str],
+    required: frozenset[str],
+    top: frozenset[str],
+    most: int,
+) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The body ``raw`` of a batch, ``{"items": [...]}`` and members among ``top`` (only
+    ``track``, a boolean or null, is read), whose every item is a trial as
+    :func:`read_trial` reads it, at most ``most`` of them: the items, and the other
+    members; None when it is not plainly so (then read it with :meth:`Body.read`)."""
+    n, spans, m, counts, rows, experts = batch_members(np.frombuffer(raw, dtype=np.uint8), most)
+    if n < 0 or m <= 0:
+        return None
+    extras: dict[str, Any] = {}
+    for k0, k1, _, _, kind in spans[:n].tolist():
+        key = raw[k0:k1].decode("ascii")
+        if key == "items":
+            continue
+        if key != "track" or key not in top:
+            return None
+        if kind == KIND_NULL:
+            extras[key] = None
+        elif kind in (KIND_TRUE, KIND_FALSE):
+            extras[key] = kind == KIND_TRUE
+        else:
+            return None
+    items = []
+    for t, (count, (e0, e1)) in enumerate(zip(counts.tolist(), experts.tolist(), strict=True)):
+        got = _trial(raw, rows[t, :count].tolist(), e0, e1, fields, required)
+        if got is None:
+            return None
+        items.append(got)
+    return items, extras
+
+
+def _trial(
+    raw: bytes,
+    spans: list[list[int]],
+    e0: int,
+    e1: int,
+    fields: frozenset[str],
+    required: frozenset[str],
+) -> dict[str, Any] | None:
+    """The trial whose members are ``spans`` in ``raw`` (as :func:`read_trial` reads
+    them), its experts object at ``raw[e0:e1]`` (-1 when it has none); None when it is
+    not plainly one."""
     out: dict[str, Any] = {}
-    for k0, k1, v0, v1, kind in spans[:n].tolist():
+    for k0, k1, v0, v1, kind in spans:
         key = raw[k0:k1].decode("ascii")
         if key not in fields:
             return None

@@ -33,7 +33,7 @@ import numpy as np
 from models.core.instance import AttributeBatch, Attributes, Experts
 from models.inputs.batch import RawExperts
 from models.inputs.space import InputSpace
-from models.kernels.jsontext import trial_members
+from models.kernels.jsontext import batch_members, trial_members
 from models.registry import KINDS, build, from_state, kind_of
 
 __all__ = ["BINARY", "MULTI", "cases", "run_case", "warm_kernels"]
@@ -216,7 +216,9 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
     xs[0] = learner.coerce(space.encode(payloads[0], form))
     if "experts" in payloads[0]:  # the votes also read from their JSON text
         text = json.dumps(payloads[0]["experts"]).encode()
-        trial_members(np.frombuffer(b'{"instance": {"experts": %s}}' % text, dtype=np.uint8))
+        trial = b'{"instance": {"experts": %s}}' % text
+        trial_members(np.frombuffer(trial, dtype=np.uint8))
+        batch_members(np.frombuffer(b'{"items": [%s, %s]}' % (trial, trial), dtype=np.uint8), 9)
         space.encode_each([RawExperts(text, 0, len(text))], form)
     xs[-1] = learner.coerce(_as_logged(xs[-1]))
     for x, y in zip(xs, ys, strict=True):

@@ -78,6 +78,10 @@ _PREDICT_FIELDS = (frozenset({"instance", "trial_id", "track"}), frozenset({"ins
 _LEARN_FIELDS = (frozenset({"instance", "label"}), frozenset({"instance", "label"}))
 
 
+_BATCH_TOP = frozenset({"items"})
+_PREDICT_BATCH_TOP = frozenset({"items", "track"})
+
+
 def _read(
     raw: bytes, body: Body[Any], fields: tuple[frozenset[str], frozenset[str]]
 ) -> dict[str, Any]:
@@ -88,6 +92,26 @@ def _read(
         return got
     b: dict[str, Any] = dict(body.read(raw))
     b["instance"] = _instance(b["instance"])
+    return b
+
+
+def _read_batch(
+    raw: bytes,
+    body: Body[Any],
+    fields: tuple[frozenset[str], frozenset[str]],
+    top: frozenset[str],
+    most: int,
+) -> dict[str, Any]:
+    """A batch's body as :func:`_read` reads a single trial's, each item's instance the
+    payload the service takes: its items (at most ``most``, else ``body`` answers) read by
+    :func:`app.bodies.read_batch` in one pass where they can be, else the whole body by
+    ``body``."""
+    got = bodies.read_batch(raw, *fields, top, most)
+    if got is not None:
+        items, extras = got
+        return {**extras, "items": items}
+    b: dict[str, Any] = dict(body.read(raw))
+    b["items"] = [{**i, "instance": _instance(i["instance"])} for i in b["items"]]
     return b
 
 
@@ -126,13 +150,14 @@ async def predict_many(
     calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = PREDICT_BATCH.read(raw)
+    most = calls.settings.max_batch_items
+    b = _read_batch(raw, PREDICT_BATCH, _PREDICT_FIELDS, _PREDICT_BATCH_TOP, most)
     await _limit(calls, len(b["items"]), admit)
     track = b.get("track")
     tracks = {i.get("track", True) for i in b["items"]} if track is None else {track}
     if len(tracks) > 1:
         raise BadInput("items", "mixed track values: expected all true or all false")
-    items = [(_instance(i["instance"]), i.get("trial_id")) for i in b["items"]]
+    items = [(i["instance"], i.get("trial_id")) for i in b["items"]]
     return _many(await calls.predict(name, items, track=tracks.pop()))
 
 
@@ -150,9 +175,10 @@ async def learn_many(
 ) -> dict[str, Any]:
     check_name(name)
     idem = idempotency(key, "learn/batch", name, raw)
-    b = LEARN_BATCH.read(raw)
+    most = calls.settings.max_batch_items
+    b = _read_batch(raw, LEARN_BATCH, _LEARN_FIELDS, _BATCH_TOP, most)
     await _limit(calls, len(b["items"]), admit)
-    items = [(_instance(i["instance"]), i["label"]) for i in b["items"]]
+    items = [(i["instance"], i["label"]) for i in b["items"]]
     return _many(await calls.learn(name, items, idem))
 
 

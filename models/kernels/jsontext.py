@@ -33,6 +33,7 @@ __all__ = [
     "MAX_MEMBERS",
     "SCAN",
     "UNCOUNTED",
+    "batch_members",
     "members",
     "read_vote_rows",
     "read_votes",
@@ -60,6 +61,7 @@ _FALSE = np.frombuffer(b"false", dtype=np.uint8)
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
 _INSTANCE = np.frombuffer(b"instance", dtype=np.uint8)
 _EXPERTS = np.frombuffer(b"experts", dtype=np.uint8)
+_ITEMS = np.frombuffer(b"items", dtype=np.uint8)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -354,17 +356,81 @@ def _is(b: np.ndarray, a: int, z: int, word: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
+def _experts_in(b: np.ndarray, spans: np.ndarray, n: int) -> tuple[int, int]:
+    """``(start, end)`` of the object ``v`` when the member ``instance`` among the ``n``
+    rows of ``spans`` (text :func:`members` has read) is ``{"experts": v}`` alone, else
+    (-1, -1)."""
+    for j in range(n):
+        if spans[j, 4] == KIND_OBJECT and _is(b, spans[j, 0], spans[j, 1], _INSTANCE):
+            m, inner = members(b, spans[j, 2], spans[j, 3], False, True)
+            if m == 1 and inner[0, 4] == KIND_OBJECT and _is(b, inner[0, 0], inner[0, 1], _EXPERTS):
+                return inner[0, 2], inner[0, 3]
+    return -1, -1
+
+
+@njit(cache=True, nogil=True)
 def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int]:
     """``(n, spans, start, end)``: the members of the object ``b`` as :func:`members`
     finds them, and ``b[start:end]`` the object ``v`` when member ``instance`` is
     ``{"experts": v}`` alone (else -1, -1)."""
     n, spans = members(b, 0, b.size, True)
-    for j in range(n):
-        if spans[j, 4] == KIND_OBJECT and _is(b, spans[j, 0], spans[j, 1], _INSTANCE):
-            m, inner = members(b, spans[j, 2], spans[j, 3], False, True)
-            if m == 1 and inner[0, 4] == KIND_OBJECT and _is(b, inner[0, 0], inner[0, 1], _EXPERTS):
-                return n, spans, inner[0, 2], inner[0, 3]
-    return n, spans, -1, -1
+    start, end = _experts_in(b, spans, n)
+    return n, spans, start, end
+
+
+@njit(cache=True, nogil=True)
+def _grown(a: np.ndarray, room: int) -> np.ndarray:
+    """``a`` in an array of ``room`` rows, its own first."""
+    out = np.empty((room, *a.shape[1:]), dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def batch_members(
+    b: np.ndarray, most: int
+) -> tuple[int, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]:
+    """``(n, spans, m, counts, rows, experts)``: the members of the object ``b`` as
+    :func:`members` finds them and, when one is ``items``, an array of objects, its ``m``
+    elements: element ``t`` has ``counts[t]`` members ``rows[t, :counts[t]]`` (rows as
+    ``spans``), and ``experts[t]`` is the span of its instance's ``experts`` object as
+    :func:`trial_members` finds it. ``m`` is REFUSED when no member ``items`` is an
+    array, an element is not an object or one :func:`members` refuses, or there are more
+    than ``most`` elements (the rows take a few hundred bytes each)."""
+    n, spans = members(b, 0, b.size, True)
+    counts = np.empty(0, dtype=np.int64)
+    rows = np.empty((0, MAX_MEMBERS, 5), dtype=np.int64)
+    experts = np.empty((0, 2), dtype=np.int64)
+    at = -1
+    for j in range(max(n, 0)):
+        if spans[j, 4] == KIND_ARRAY and _is(b, spans[j, 0], spans[j, 1], _ITEMS):
+            at = j
+    if at < 0:
+        return n, spans, REFUSED, counts, rows, experts
+    a, z = spans[at, 2], spans[at, 3]
+    m, room = 0, 16
+    counts = np.empty(room, dtype=np.int64)
+    rows = np.empty((room, MAX_MEMBERS, 5), dtype=np.int64)
+    experts = np.empty((room, 2), dtype=np.int64)
+    i = _ws(b, a + 1, z)
+    while b[i] != _RBRACKET:  # the elements (the text was read: it is sound)
+        if b[i] != _LBRACE or m == most:
+            return n, spans, REFUSED, counts, rows, experts
+        if m == room:
+            room *= 2
+            counts, rows, experts = _grown(counts, room), _grown(rows, room), _grown(experts, room)
+        k, inner = members(b, i, z, False, True)
+        if k < 0:
+            return n, spans, REFUSED, counts, rows, experts
+        counts[m] = k
+        rows[m, :k] = inner[:k]
+        experts[m, 0], experts[m, 1] = _experts_in(b, inner, k)
+        m += 1
+        i = _ws(b, inner[k - 1, 3], z) + 1 if k else _ws(b, i + 1, z) + 1  # past the }
+        i = _ws(b, i, z)
+        if b[i] == _COMMA:
+            i = _ws(b, i + 1, z)
+    return n, spans, m, counts[:m], rows[:m], experts[:m]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from app import bodies
 from app.routers import stream
-from app.routers.trials import _instance
+from app.routers.trials import (
+    _BATCH_TOP,
+    _PREDICT_BATCH_TOP,
+    LEARN_BATCH,
+    PREDICT_BATCH,
+    _instance,
+    _read_batch,
+)
 from models.inputs.batch import RawExperts
 
 PREDICT = (
@@ -111,6 +118,103 @@ def test_plain_fusion_bodies_are_read_fast_and_odd_ones_left() -> None:
         assert bodies.read_trial(json.dumps(doc).encode(), *which[1:]) is None, doc
     assert bodies.read_trial(b'{"instance": {"experts": {}}, "instance": 1}', *PREDICT[1:]) is None
     assert bodies.read_trial(b'{"instance": {"experts": {}}', *PREDICT[1:]) is None
+
+
+PREDICT_BATCHED = (PREDICT_BATCH, PREDICT[1:], _PREDICT_BATCH_TOP, 1_000)
+LEARN_BATCHED = (LEARN_BATCH, LEARN[1:], _BATCH_TOP, 1_000)
+
+
+def read_batch_in_full(body: bytes, which: Any) -> Any:
+    try:
+        b = dict(which[0].read(body))
+    except RequestValidationError:
+        return RequestValidationError
+    b["items"] = [{**i, "instance": _instance(i["instance"])} for i in b["items"]]
+    return b
+
+
+plain_predict = st.fixed_dictionaries(
+    {"instance": st.fixed_dictionaries({"experts": votes})},
+    optional={"trial_id": st.sampled_from(["t1", "t-2", None]), "track": st.booleans()},
+)
+plain_learn = st.fixed_dictionaries(
+    {"instance": st.fixed_dictionaries({"experts": votes}), "label": st.sampled_from(["a", 3])}
+)
+batches = st.fixed_dictionaries(
+    {},
+    optional={
+        "items": st.one_of(
+            st.lists(plain_predict, max_size=40),
+            st.lists(plain_learn, max_size=40),
+            st.lists(plain_predict | plain_learn | members, max_size=5),
+            st.just({}),
+            st.just([1]),
+        ),
+        "track": st.one_of(st.booleans(), st.none(), st.just(1)),
+        "extra": st.just(1),
+    },
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(batches, st.sampled_from([PREDICT_BATCHED, LEARN_BATCHED]), st.sampled_from([None, 1]))
+def test_a_batch_read_fast_is_the_batch_read_in_full(
+    doc: dict[str, Any], which: Any, indent: Any
+) -> None:
+    body = json.dumps(doc, indent=indent).encode()
+    got = bodies.read_batch(body, *which[1], *which[2:])
+    if got is None:
+        return  # left to Body.read
+    items, extras = got
+    want = read_batch_in_full(body, which)
+    assert want is not RequestValidationError, body
+    assert extras.get("track") == want.get("track")
+    assert len(items) == len(want["items"]) > 0
+    for item, full in zip(items, want["items"], strict=True):
+        assert isinstance(item["instance"], RawExperts)
+        assert item["instance"].text is body  # every item read from the one text
+        assert item["instance"].document() == full["instance"]
+        assert fields(item) == fields(full)
+    assert _read_batch(body, *which) == {**extras, "items": items}
+
+
+def test_plain_fusion_batches_are_read_fast_and_odd_ones_left() -> None:
+    experts = {"e0": {"a": 0.5, "b": 0.25}, "e1": [0.5, 0.5]}
+    item = {"trial_id": "t-1", "instance": {"experts": experts}}
+    many = [{**item, "trial_id": f"t{t}"} for t in range(100)]  # more than the first room
+    for doc in ({"items": many}, {"items": [item], "track": False}, {"track": None, "items": many}):
+        body = json.dumps(doc).encode()
+        got = bodies.read_batch(body, *PREDICT_BATCHED[1], *PREDICT_BATCHED[2:])
+        assert got is not None, doc
+        full = read_batch_in_full(body, PREDICT_BATCHED)
+        assert [fields(i) for i in got[0]] == [fields(i) for i in full["items"]]
+        assert [i["instance"].document() for i in got[0]] == [i["instance"] for i in full["items"]]
+    learn = {"items": [{"instance": {"experts": experts}, "label": "a"}] * 3}
+    assert bodies.read_batch(json.dumps(learn).encode(), *LEARN_BATCHED[1], *LEARN_BATCHED[2:])
+    # more items than the most a batch takes: left to Body.read, which says so
+    assert bodies.read_batch(json.dumps(learn).encode(), *LEARN_BATCHED[1], _BATCH_TOP, 2) is None
+    odd = [
+        (PREDICT_BATCHED, {"items": []}),
+        (PREDICT_BATCHED, {"items": [item, 1]}),
+        (PREDICT_BATCHED, {"items": [item, {"instance": {"features": [1]}}]}),
+        (PREDICT_BATCHED, {"items": [item], "track": 1}),
+        (PREDICT_BATCHED, {"items": [item], "other": 1}),
+        (PREDICT_BATCHED, {"items": {"a": item}}),
+        (PREDICT_BATCHED, {"track": True}),
+        (LEARN_BATCHED, {"items": [item]}),  # a predict's item, no label
+        (LEARN_BATCHED, {"items": [{**item, "label": "a"}]}),  # and a trial id
+        (LEARN_BATCHED, {**learn, "track": True}),
+    ]
+    for which, doc in odd:
+        assert bodies.read_batch(json.dumps(doc).encode(), *which[1], *which[2:]) is None, doc
+    one = json.dumps(item)
+    for body in (
+        f'{{"items": [{one}], "items": [{one}]}}',
+        f'{{"items": [{one}, {{"trial_id": "a", "trial_id": "b"}}]}}',
+        f'{{"items": [{one},]}}',
+        f'{{"items": [{one}]',
+    ):
+        assert bodies.read_batch(body.encode(), *PREDICT_BATCHED[1], *PREDICT_BATCHED[2:]) is None
 
 
 class Parsed(stream.Request):

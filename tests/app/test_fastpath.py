@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
+from app import bodies
 from app.config import Settings
 from app.fastpath import TrialFastPath
 from app.main import create_app
-from app.routers import stats
+from app.routers import stats, trials
 
 FUSION = {
     "labels": ["cat", "dog"],
@@ -128,3 +131,48 @@ def test_the_statistics_read_is_served_ahead_of_the_router(
         assert r.status_code == 200, r.text
         assert r.json()["name"] == model_name and r.json()["predictions"] == 0
         assert c.get(f"/v1/models/{model_name}").status_code == 200
+
+
+def test_a_batch_read_in_one_pass_is_served_as_one_parsed(api_url: str, model_name: str) -> None:
+    """The same trials, once as plain fusion batches (read in one compiled pass) and once
+    with a null ``features`` in each instance (which that pass leaves to the parser):
+    the same answers and the same state."""
+    rng = random.Random(7)
+    votes = [
+        {
+            e: {"cat": round(rng.random(), 4), "dog": round(rng.random(), 4)}
+            if rng.random() < 0.8
+            else "cat"
+            for e in ("a", "b")
+        }
+        for _ in range(40)
+    ]
+    labels = [rng.choice(["cat", "dog"]) for _ in votes]
+    answers = []
+    with httpx.Client(base_url=api_url) as c:
+        for side, extra in (("one-pass", {}), ("parsed", {"features": None})):
+            name = f"{model_name}-{side}"
+            assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+            learn = [
+                {"instance": {"experts": v, **extra}, "label": y}
+                for v, y in zip(votes, labels, strict=True)
+            ]
+            predict = [
+                {"instance": {"experts": v, **extra}, "trial_id": f"t{i}"}
+                for i, v in enumerate(votes)
+            ]
+            body = orjson.dumps({"items": learn})
+            read = bodies.read_batch(body, *trials._LEARN_FIELDS, trials._BATCH_TOP, 100)
+            assert (read is not None) == (side == "one-pass")
+            got = [
+                c.post(f"/v1/models/{name}/learn/batch", json={"items": learn[:30]}),
+                c.post(f"/v1/models/{name}/predict/batch", json={"items": predict, "track": True}),
+                c.post(f"/v1/models/{name}/learn/batch", json={"items": learn[30:]}),
+            ]
+            assert [r.status_code for r in got] == [200, 200, 200]
+            state = c.get(f"/v1/models/{name}/state").json()["state"]
+            answers.append(([r.json() for r in got], state))
+    assert answers[0] == answers[1]
+    predicted = answers[0][0][1]["items"]
+    assert len(predicted) == 40
+    assert all(i["error"] is None for i in predicted)
