@@ -27,7 +27,7 @@ import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -54,13 +54,15 @@ def sparse_attributes(
     d: int,
     constant: bool,
     names: Mapping[str, int] | None = None,
+    combine: bool = False,
 ) -> list[Attributes | None]:
     """Each row's attributes over features ``0..d-1`` (then the constant at ``d`` if
     ``constant``), or None for a row :meth:`InputSpace.encode` must look at itself. The
-    keys are indices as strings of digits, or with ``names`` feature names."""
+    keys are indices as strings of digits, or with ``names`` feature names; ``combine``:
+    names that share an index in a row add up (hashed names), as encode adds them."""
 
     def take(part: Sequence[dict[Any, Any]]) -> list[Attributes] | None:
-        return _take(part, d, constant, names)
+        return _take(part, d, constant, names, combine)
 
     return _each(rows, take)
 
@@ -148,7 +150,11 @@ def _values(vals: list[Any]) -> np.ndarray | None:
 
 
 def _take(
-    rows: Sequence[dict[Any, Any]], d: int, constant: bool, names: Mapping[str, int] | None
+    rows: Sequence[dict[Any, Any]],
+    d: int,
+    constant: bool,
+    names: Mapping[str, int] | None,
+    combine: bool = False,
 ) -> list[Attributes] | None:
     """Every row's attributes, or None if any row is not plainly well formed."""
     n = len(rows)
@@ -163,11 +169,22 @@ def _take(
         idx, val = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     row = np.repeat(np.arange(n), counts)
     if idx.size > 1:  # sorted by index within each row, as encode sorts each one
-        # one key per (row, index): distinct unless a row repeats an index
-        order = np.argsort(row * d + idx) if n * d < 2**62 else np.lexsort((idx, row))
+        # one key per (row, index): distinct unless a row repeats an index; when they
+        # combine, stable, so that the values of one index add up in encode's order
+        kind: Literal["stable", "quicksort"] = "stable" if combine else "quicksort"
+        order = np.argsort(row * d + idx, kind=kind) if n * d < 2**62 else np.lexsort((idx, row))
         idx, val = idx[order], val[order]
-        if ((idx[1:] == idx[:-1]) & (row[1:] == row[:-1])).any():
-            return None
+        repeated = (idx[1:] == idx[:-1]) & (row[1:] == row[:-1])
+        if repeated.any():
+            if not combine:
+                return None
+            first = np.flatnonzero(np.concatenate(([True], ~repeated)))
+            with np.errstate(over="ignore"):
+                val = np.add.reduceat(val, first)
+            if not np.isfinite(val).all():  # encode names the sum at fault
+                return None
+            idx, row = idx[first], row[first]  # row is in order: sorting kept its blocks
+            counts = np.bincount(row, minlength=n)
     if constant:  # index d, value 1, at the end of every row
         ends = np.cumsum(counts)
         idx, val = np.insert(idx, ends, d), np.insert(val, ends, 1.0)

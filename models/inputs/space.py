@@ -551,6 +551,20 @@ class InputSpace:
         idx = np.array(list(map(int, keys)), dtype=np.int64)
         return idx if idx.max() < self._d else None
 
+    def _hashed(self, keys: list[Any]) -> Mapping[str, int]:
+        """The table of hashed names, holding each of ``keys`` that is a string (unless
+        there are more than it keeps): the names seen before are looked up together, and
+        only the new ones hashed."""
+        cache, names = self._hash_cache, set(keys)
+        new = names - (cache.keys() & names)  # each a lookup of one of names, not of cache
+        if len(cache) + len(new) > _HASH_CACHE_LIMIT:
+            cache.clear()
+            new = names
+        for name in new:
+            if isinstance(name, str):
+                self._hash(name)
+        return cache
+
     def _hash(self, name: str) -> int:
         """A stable hash (keyed BLAKE2b, 64 bits) of ``name`` modulo the table size."""
         i = self._hash_cache.get(name)
@@ -689,7 +703,7 @@ class InputSpace:
                 fast = dict(zip(raw, votes, strict=True))
             else:  # refused: read as documents, which names any fault
                 payloads = [p.document() if type(p) is RawExperts else p for p in payloads]
-        if form == "attributes" and self._mode in ("n_features", "feature_names"):
+        if form == "attributes" and self.attributes is not None:
             features = [
                 (t, p["features"])
                 for t, p in enumerate(payloads)
@@ -697,9 +711,15 @@ class InputSpace:
             ]
             mapped = [(t, f) for t, f in features if type(f) is dict]
             listed = [(t, f) for t, f in features if type(f) is list]
-            names = self._names if self._mode == "feature_names" else None
+            names: Mapping[str, int] | None = None
+            if self._mode == "feature_names":
+                names = self._names
+            elif self._mode == "hashing":  # a list is not a hashed form: encode says so
+                keys = list(itertools.chain.from_iterable(f for _, f in mapped))
+                listed, names = [], self._hashed(keys)
+            hashed = self._mode == "hashing"
             got = [
-                *sparse_attributes([f for _, f in mapped], self._d, self._constant, names),
+                *sparse_attributes([f for _, f in mapped], self._d, self._constant, names, hashed),
                 *dense_attributes([f for _, f in listed], self._d, self._constant),
             ]
             for (t, _), x in zip([*mapped, *listed], got, strict=True):
@@ -792,6 +812,10 @@ class InputSpace:
             raise InvalidInstance(f"features is {show(features)}: expected {expected}")
         keys = list(features)
         idx = self._digit_keys(keys)
+        if self._mode == "hashing" and keys:
+            table = self._hashed(keys)
+            got = np.fromiter(map(table.get, keys, itertools.repeat(-1)), np.int64, len(keys))
+            idx = got if int(got.min()) >= 0 else None
         if idx is None:
             idx = np.fromiter(map(self.feature_index, keys), dtype=np.int64, count=len(keys))
         val = read_numbers(list(features.values()), lambda j: key_path("features", keys[j]))

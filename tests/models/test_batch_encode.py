@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -292,10 +293,14 @@ def assert_identical_attributes(got: Any, want: Any) -> None:
 
 @st.composite
 def attribute_spaces(draw: st.DrawFn) -> InputSpace:
-    """Indexed or named features, with the constant or not, grown by later names or not."""
+    """Indexed, named or hashed features (hashed into few places: names collide), with the
+    constant or not, grown by later names or not."""
     constant = draw(st.booleans())
     if draw(st.booleans()):
         return InputSpace([0, 1], attributes={"n_features": 6, "constant_attribute": constant})
+    if draw(st.booleans()):
+        hashing = {"n_features": draw(st.sampled_from([3, 64])), "seed": draw(st.integers(0, 9))}
+        return InputSpace([0, 1], attributes={"hashing": hashing, "constant_attribute": constant})
     names = ["a", "b", "c", "d"]
     space = InputSpace([0, 1], attributes={"feature_names": names, "constant_attribute": constant})
     for j in range(draw(st.integers(0, 2))):
@@ -306,8 +311,11 @@ def attribute_spaces(draw: st.DrawFn) -> InputSpace:
 @st.composite
 def attribute_batches(draw: st.DrawFn, space: InputSpace) -> list[Any]:
     attributes = space.config()["attributes"]
-    keys = attributes.get("feature_names") or [str(i) for i in range(attributes["n_features"])]
-    d = len(keys)
+    if "hashing" in attributes:
+        keys, d = ["a", "b", "c", "d", "e", "f", "gg", "ë"], attributes["hashing"]["n_features"]
+    else:
+        keys = attributes.get("feature_names") or [str(i) for i in range(attributes["n_features"])]
+        d = len(keys)
     values = st.one_of(
         st.sampled_from([0.0, -0.0, 1.0, -2.5, 0.25]), st.integers(-3, 3), st.floats(-5, 5)
     )
@@ -353,3 +361,26 @@ def test_named_and_dense_features_are_read_together() -> None:
         assert_same(x, space.encode({"features": row}, "attributes"))
     assert dense_attributes([[1.0, 2.0], [1.0, 2.0, 3.0]], 3, False)[0] is None
     assert sparse_attributes([{"a": 1.0}, {"zz": 1.0}], 3, False, names)[1] is None
+
+
+def test_hashed_features_land_where_their_keyed_hash_says() -> None:
+    space = InputSpace([0, 1], attributes={"hashing": {"n_features": 5, "seed": 3}})
+    key = (3).to_bytes(8, "little")
+    names = [f"w{i}" for i in range(40)]
+    place = {
+        n: int.from_bytes(hashlib.blake2b(n.encode(), digest_size=8, key=key).digest(), "little")
+        % 5
+        for n in names
+    }
+    rows = [{n: float(i + 1) for i, n in enumerate(names[j : j + 7])} for j in range(0, 40, 7)]
+    batch = [{"features": r} for r in rows]
+    for encoded in (
+        space.encode_each(batch, "attributes"),
+        [space.encode(p, "attributes") for p in batch],
+    ):
+        for x, row in zip(encoded, rows, strict=True):
+            want: dict[int, float] = {}
+            for n, v in row.items():  # names hashed to one place add up
+                want[place[n]] = want.get(place[n], 0.0) + v
+            assert x.indices.tolist() == sorted(want)
+            assert x.values.tolist() == [want[i] for i in sorted(want)]
