@@ -174,9 +174,11 @@ def uvicorn(
     env: dict[str, str],
     logs: Path,
     ready: Callable[[httpx.Client], bool],
-    timeout: float = 60.0,
+    timeout: float = 180.0,
 ) -> Iterator[Server]:
-    """Serve ``target`` with the shared options on a free loopback port until exit.
+    """Serve ``target`` with the shared options on a free loopback port until exit, once
+    ``ready`` (within ``timeout`` seconds: a service compiles its kernels before it is
+    ready, minutes on a cold cache).
 
     A port is free when chosen but may be taken before the child binds it; the child then
     exits saying so, and the next attempt takes another port."""
