@@ -176,3 +176,42 @@ def test_a_batch_read_in_one_pass_is_served_as_one_parsed(api_url: str, model_na
     predicted = answers[0][0][1]["items"]
     assert len(predicted) == 40
     assert all(i["error"] is None for i in predicted)
+
+
+def test_hostile_fusion_batches_are_refused_by_name_and_leave_the_model_well(
+    api_url: str, model_name: str
+) -> None:
+    item = {"instance": {"experts": {"a": {"cat": 0.5}, "b": "dog"}}, "label": "cat"}
+    one = orjson.dumps(item)
+    with httpx.Client(base_url=api_url, timeout=60) as c:
+        assert c.post("/v1/models", json={"name": model_name, **FUSION}).status_code == 201
+        path = f"/v1/models/{model_name}/learn/batch"
+
+        def post(body: bytes) -> httpx.Response:
+            return c.post(path, content=body, headers={"content-type": "application/json"})
+
+        too_many = post(b'{"items": [' + b",".join([one] * 10_001) + b"]}")
+        assert too_many.status_code == 422
+        assert "10001 items: expected at most 10000" in too_many.text
+        empty_items = post(b'{"items": [' + b",".join([b"{}"] * 50_000) + b"]}")
+        assert empty_items.status_code == 422
+        assert '"items",0,"instance"' in empty_items.text.replace(" ", "")
+        for body in (
+            b'{"items": [' + one + b', {"instance": {"experts": {"\xff": 1}}, "label": "cat"}]}',
+            b'{"items": [' + one + b"," + b"[" * 10_000 + b"]" * 10_000 + b"]}",
+            b'{"items": [' + one + b"]",
+            b'{"items": []}',
+        ):
+            got = post(body)
+            assert got.status_code == 422, (body[:80], got.text[:200])
+            assert "items" in got.text
+        mixed = post(
+            b'{"items": [' + one + b', {"instance": {"experts": {"zz": "cat"}}, "label": "dog"}]}'
+        )
+        assert mixed.status_code == 200
+        results = mixed.json()["items"]
+        assert results[0]["error"] is None and results[1]["result"] is None
+        assert "items.1." in orjson.dumps(results[1]["error"]).decode()
+        after = post(b'{"items": [' + one + b"]}")
+        assert after.status_code == 200 and after.json()["items"][0]["error"] is None
+        assert c.get(f"/v1/models/{model_name}/stats").json()["learned"] == 2
