@@ -1,0 +1,42 @@
+"""The encoding benchmark runs end to end and prints every figure, the headline last.
+
+Only the output's form is asserted (each figure a positive finite number); the figures
+themselves are measurements, never test conditions."""
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "encode.py"
+EXPECTED = [
+    "hashed_together_us_per_instance",
+    "hashed_one_by_one_us_per_instance",
+    "hashed_together_vs_one_by_one",
+    *(
+        f"{name}_{shape}"
+        for shape in ("6x10", "25x5")
+        for name in ("one_pass", "parsed", "batch_read_vs_parsed")
+    ),
+    "batch_read_vs_parsed",
+]
+
+
+def test_every_figure_is_printed_and_the_headline_last() -> None:
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--quick"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    figures = {}
+    for line in out.strip().splitlines():
+        got = re.fullmatch(r"(\w+): (\d+\.\d\d)( \[rounds spread \d+%\])?", line)
+        assert got, line
+        figures[got[1]] = float(got[2])
+    names = [n.replace("_us_per_item", "") for n in figures]
+    assert names == EXPECTED, names
+    assert all(math.isfinite(v) and v > 0 for v in figures.values()), figures
+    assert out.strip().splitlines()[-1].startswith("batch_read_vs_parsed: ")
