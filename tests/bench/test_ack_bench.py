@@ -3,11 +3,9 @@ against ``applied``; only the format is asserted, never the figures."""
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "ack.py"
+from _run import run_bench
+
 EXPECTED = [
     "learns_per_s_applied_one_node",
     "learns_per_s_fsync_one_node",
@@ -19,15 +17,8 @@ EXPECTED = [
 
 
 def test_every_mode_is_measured_against_applied() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--seconds", "0.3"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    out = run_bench("ack.py", "--seconds", "0.3")
+    lines = [ln for ln in out.splitlines() if ln.strip()]
     got = [re.fullmatch(r"([a-z_]+): (\S+)", ln) for ln in lines]
     assert all(got), lines
     assert [m[1] for m in got if m] == EXPECTED

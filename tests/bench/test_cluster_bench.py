@@ -3,11 +3,9 @@ figure printed, the headline ratio last. Only the format is asserted, never the 
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "cluster.py"
+from _run import run_bench
+
 PHASE = ("trials_per_s", "p50_ms", "p99_ms", "server_us_per_trial", "others_cores")
 EXPECTED = [
     *(f"single_node_{f}" for f in PHASE),
@@ -24,15 +22,8 @@ LINE = re.compile(
 
 
 def test_both_topologies_are_measured_in_one_run() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout.splitlines()
+    text = run_bench("cluster.py", "--quick")
+    out = text.splitlines()
     header = out.index("") if "" in out else 0
     figures = [ln for ln in out[header:] if ln.strip()]
     got = [LINE.fullmatch(ln) for ln in figures]
@@ -45,7 +36,5 @@ def test_both_topologies_are_measured_in_one_run() -> None:
         assert value >= 0 if m[1].endswith("others_cores") else value > 0, m[0]
     # the headline carries its target, and the models spread over all three primaries
     assert figures[-1].startswith("cluster_vs_single_node: ") and "(target >= 0.8:" in figures[-1]
-    spread = re.search(
-        r"models per cluster primary: (\d+) on :\d+, (\d+) on :\d+, (\d+) on", done.stdout
-    )
+    spread = re.search(r"models per cluster primary: (\d+) on :\d+, (\d+) on :\d+, (\d+) on", text)
     assert spread and sum(map(int, spread.groups())) == 64 and min(map(int, spread.groups())) > 0

@@ -6,24 +6,16 @@ conditions. ``--quick`` reuses the numba cache the rest of the suite fills.
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
+
+from _run import run_bench
 
 from models.registry import KINDS
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "cold_start.py"
 FIGURE = re.compile(r"(\w+): (\d+\.\d+)")
 
 
 def test_quick_run_prints_ready_time_and_every_kinds_first_trial():
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    ).stdout
+    out = run_bench("cold_start.py", "--quick")
     figures = {m[1]: float(m[2]) for m in map(FIGURE.match, out.splitlines()) if m}
     expected = ["listening_seconds", "ready_seconds", "healthz_round_trip_ms"]
     expected += [f"first_trial_{kind.replace('-', '_')}_seconds" for kind in KINDS]

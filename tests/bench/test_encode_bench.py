@@ -5,11 +5,9 @@ themselves are measurements, never test conditions."""
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "encode.py"
+from _run import run_bench
+
 EXPECTED = [
     "hashed_together_us_per_instance",
     "hashed_one_by_one_us_per_instance",
@@ -24,13 +22,7 @@ EXPECTED = [
 
 
 def test_every_figure_is_printed_and_the_headline_last() -> None:
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    ).stdout
+    out = run_bench("encode.py", "--quick")
     figures = {}
     for line in out.strip().splitlines():
         got = re.fullmatch(r"(\w+): (\d+\.\d\d)( \[rounds spread \d+%\])?", line)

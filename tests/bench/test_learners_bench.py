@@ -6,11 +6,9 @@ number); the figures themselves are measurements, never test conditions.
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "learners.py"
+from _run import run_bench
+
 RATIOS = [
     "per_trial_cost_1m_vs_10k",
     "balanced_winnow_batch_vs_river_perceptron_learn_many",
@@ -20,13 +18,7 @@ RATIOS = [
 
 
 def test_quick_run_prints_the_ratios_last():
-    out = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    ).stdout
+    out = run_bench("learners.py", "--quick")
     last = out.strip().splitlines()[-len(RATIOS) :]
     for name, line in zip(RATIOS, last, strict=True):
         m = re.fullmatch(rf"{name}: (\S+) \(target [<>]= [\d.]+\)", line)

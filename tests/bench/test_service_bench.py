@@ -6,11 +6,9 @@ times); the figures themselves are measurements, never test conditions.
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "service.py"
+from _run import run_bench
+
 PHASE = ("rps", "p50_ms", "p99_ms", "generator_cpu_us")
 SERVED = (*PHASE, "server_cpu_us", "redis_cpu_us")
 EXPECTED = [
@@ -56,11 +54,7 @@ TARGETED = [name for name in EXPECTED if "_vs_" in name] + ["batch_learn_trials_
 
 
 def test_quick_run_prints_every_figure_and_the_headline_last():
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"], capture_output=True, text=True, timeout=180
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
+    out = run_bench("service.py", "--quick")
     figures = {}
     for line in out.splitlines():
         m = re.match(r"(\w+): (\S+)", line)

@@ -4,11 +4,9 @@ the format is asserted, never the figures."""
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "stream.py"
+from _run import run_bench
+
 FORMS = ("bare_labels", "score_lists", "score_mappings")
 EXPECTED = [
     *(
@@ -33,15 +31,7 @@ LINE = re.compile(
 
 
 def test_the_stream_and_its_echo_peer_are_measured_on_every_vote_form() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    lines = run_bench("stream.py", "--quick").splitlines()
     assert lines[0].startswith("stream_trials: ")
     got = [LINE.fullmatch(ln) for ln in lines[1:]]
     assert all(got), lines
