@@ -459,3 +459,39 @@ async def test_a_label_is_logged_with_the_version_its_prediction_was_served_at(
     assert got[0].status == "ok" and got[0].seq == 4
     (entry,) = [decode_entry(i, f, 4, 2) for i, f in await store.read_log("m", 3, 10)]
     assert (entry.kind, entry.predicted, entry.served_at) == ("label", 1, 2)
+
+
+async def test_a_large_batch_is_pending_and_labelled_whole(store: ModelStore) -> None:
+    """Thousands of trials in one call, beyond the most pending: every one stored is
+    pending with its own deadlines, the rest refused as full, and one label call applies
+    them all, in order, leaving none pending."""
+    inc = await create(store)
+    n, most = 2_600, 2_450
+    items = [(f"t{i}", x_bytes(i), i % 2, b"\x00" * 16) for i in range(n)]
+    items[7] = items[3]  # the same trial twice: the second finds it pending
+    items[9] = ("t3", x_bytes(1), 1, b"\x00" * 16)  # the same id, another instance
+    _, res = await store.predict(
+        "m", inc, 0, strict=True, most_pending=most, ttl_ms=60_000, fold=b"", limit=0, items=items
+    )
+    assert res is not None
+    statuses = [r.status for r in res]
+    assert statuses[7] == "existing" and statuses[9] == "conflict"
+    assert statuses.count("ok") == most and statuses[-(n - most - 2) :] == ["full"] * 148
+    ok = [t for (t, *_), s in zip(items, statuses, strict=True) if s == "ok"]
+    k = store.keys("m")
+    pending = dict(await store.client.zrange(k.pending, 0, -1, withscores=True))
+    kept = dict(await store.client.zrange(k.trials, 0, -1, withscores=True))
+    assert sorted(pending) == sorted(t.encode() for t in ok) == sorted(kept)
+    for t in ok[:: len(ok) // 50]:
+        d = int(await store.client.hget(k.trial(inc, t), "d"))
+        assert pending[t.encode()] == d and kept[t.encode()] == d + 60_000
+    m = await store.read("m")
+    assert m.counters["predictions"] == most
+
+    labels = [(t, 0) for t in ok]
+    sync, lab = await store.label("m", inc, 0, fold=b"", limit=0, items=labels)
+    assert [r.status for r in lab] == ["ok"] * most
+    assert [r.seq for r in lab] == list(range(1, most + 1)) and sync.version == most
+    assert await store.client.zcard(k.pending) == 0
+    m = await store.read("m")
+    assert m.counters["labelled"] == most and m.version == most
