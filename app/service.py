@@ -26,6 +26,7 @@ import orjson
 
 from app.config import Settings
 from app.errors import BadInput
+from app.gather import Gather
 from app.jobs import Backtests
 from app.live import LiveModel, LogRange, Start, build_model, plan_model
 from app.replicas import LIMIT, Replicas, Warming
@@ -86,6 +87,7 @@ class ModelService:
             self.replicas.spawn,
         )
         self.streams = 0  # open WebSocket streams
+        self._stats: dict[str, Gather[None, Statistics]] = {}
 
     def start(self) -> None:
         """Start the background work a worker does while it serves."""
@@ -143,6 +145,23 @@ class ModelService:
         return out
 
     async def statistics(self, name: str) -> Statistics:
+        """The model's statistics, read from Redis after this call began. Dashboards poll
+        them, several at once: reads of a model arriving while one is in flight wait for
+        it, then go together as one read."""
+        g = self._stats.get(name)
+        if g is None:
+
+            async def read(waiting: list[None]) -> list[Statistics]:
+                return [await self._read_statistics(name)] * len(waiting)
+
+            g = self._stats[name] = Gather(read, 1 << 30)  # all that wait share one read
+        try:
+            return await g(None)
+        finally:
+            if g.idle and self._stats.get(name) is g:
+                del self._stats[name]
+
+    async def _read_statistics(self, name: str) -> Statistics:
         s = await self.store.read_statistics(name, int(time.time() * 1000))
         if s.model.folded < s.model.version or s.summary_version < s.model.version:
             self.replicas.refresh_soon(name)  # e.g. the worker that appended them died

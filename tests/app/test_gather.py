@@ -186,3 +186,59 @@ def test_concurrent_single_trials_over_http_share_script_calls(redis_url: str) -
     # ... in fewer script calls than requests, background folds included: one call each
     # would be 3n and more (how many share a call depends on how the requests interleave)
     assert calls < 3 * n, calls
+
+
+def test_concurrent_statistics_reads_share_redis_reads_and_each_sees_what_came_before(
+    redis_url: str,
+) -> None:
+    settings = Settings(redis_url=redis_url, key_prefix=f"g-{uuid.uuid4().hex[:12]}")
+    model = {
+        "name": "s",
+        "labels": ["a", "b"],
+        "input": {"attributes": {"n_features": 8}},
+        "learner": {"kind": "winnow"},
+    }
+    n, rounds = 40, 5
+    with ServerThread(settings) as server:
+        with httpx.Client(base_url=server.url) as c:
+            assert c.post("/v1/models", json=model).status_code == 201
+
+        async def reads() -> list[Any]:
+            async with httpx.AsyncClient(
+                base_url=server.url, limits=httpx.Limits(max_connections=n)
+            ) as c:
+                got = await asyncio.gather(*(c.get("/v1/models/s/stats") for _ in range(n)))
+                return [r.json() for r in got]
+
+        before = evalsha_calls(redis_url)
+        answers = asyncio.run(reads())
+        calls = evalsha_calls(redis_url) - before
+        assert all(a["name"] == "s" and a["learned"] == 0 for a in answers)
+        assert calls <= n // 4, calls  # one read each would be n
+
+        acked = 0  # learns answered so far
+
+        async def learn_then_read(c: httpx.AsyncClient, i: int) -> list[tuple[int, int]]:
+            nonlocal acked
+            seen = []
+            for k in range(rounds):
+                body = {"instance": {"features": {str((i + k) % 8): 1.0}}, "label": "ab"[i % 2]}
+                r = await c.post("/v1/models/s/learn", json=body)
+                assert r.status_code == 200, r.text
+                acked += 1
+                known = acked  # every learn answered before this read began
+                s = await c.get("/v1/models/s/stats")
+                assert s.status_code == 200, s.text
+                seen.append((known, s.json()["learned"]))
+            return seen
+
+        async def mixed() -> list[list[tuple[int, int]]]:
+            async with httpx.AsyncClient(
+                base_url=server.url, limits=httpx.Limits(max_connections=n)
+            ) as c:
+                return await asyncio.gather(*(learn_then_read(c, i) for i in range(n)))
+
+        seen = [pair for task in asyncio.run(mixed()) for pair in task]
+    assert len(seen) == n * rounds
+    late = [(known, learned) for known, learned in seen if learned < known]
+    assert not late, f"reads that missed learns answered before they began: {late[:5]}"
