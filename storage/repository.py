@@ -380,7 +380,7 @@ class ModelStore:
         self._after: tuple[tuple[Any, ...], ...] = ()
         # when check_server last passed (> 0), or minus when it last failed (< 0)
         self._checked_at = 0.0
-        self._curves: dict[str, tuple[list[bytes], list[tuple[int, int]]]] = {}
+        self._curves: dict[str, tuple[bytes, list[tuple[int, int]]]] = {}  # mark, points
         self._statistics: dict[str, tuple[list[Any], Statistics]] = {}
         self._check_failure = ""
         if ack == "replicated":
@@ -741,18 +741,24 @@ class ModelStore:
         round trip. Dashboards poll them, often several at once: the statistics read last
         for each model are kept, and given again (the same object) while Redis answers the
         same."""
-        reply = await self._run("STATS", name, self.keys(name).all_fixed(), [now_ms])
+        held = self._curves.get(name)  # the curve is sent only when it is not this one
+        args = [now_ms, held[0] if held is not None else ""]
+        reply = await self._run("STATS", name, self.keys(name).all_fixed(), args)
+        # what it says: the curve's mark stands for the curve, sent or not
+        said = [*reply[:4], b"same", *reply[5:]] if isinstance(reply, list) else reply
         kept = self._statistics.get(name)
-        if kept is not None and kept[0] == reply:  # polled again before anything changed
+        if kept is not None and kept[0] == said:  # polled again before anything changed
             return kept[1]
-        got = self._statistics_of(name, reply)
+        got = self._statistics_of(name, reply, held)
         if len(self._statistics) >= CURVES_KEPT:
             self._statistics.clear()
-        self._statistics[name] = (reply, got)
+        self._statistics[name] = (said, got)
         return got
 
-    def _statistics_of(self, name: str, reply: Any) -> Statistics:
-        _, flat, pending, overdue, curve, window, sv, doc = reply
+    def _statistics_of(
+        self, name: str, reply: Any, held: tuple[bytes, list[tuple[int, int]]] | None
+    ) -> Statistics:
+        _, flat, pending, overdue, curve, window, sv, doc, mark = reply
         meta = dict(zip(flat[::2], flat[1::2], strict=True))
         doc = doc or None
         sv = sv or None
@@ -770,25 +776,31 @@ class ModelStore:
             model=self._meta(name, meta),
             pending=int(pending),
             overdue=int(overdue),
-            curve=self._curve(name, curve),
+            curve=self._curve(name, curve, mark, held),
             window=_window(window),
             summary_version=-1 if sv is None else _int(sv, "summary version"),
             summary=summary,
         )
 
-    def _curve(self, name: str, raw: Any) -> list[tuple[int, int]]:
+    def _curve(
+        self, name: str, raw: Any, mark: Any, held: tuple[bytes, list[tuple[int, int]]] | None
+    ) -> list[tuple[int, int]]:
         """The mistake curve in ``raw``: dashboards poll it while it changes every many
-        trials, so the points read last for each model are kept and reused while the
-        stored points are the same."""
+        trials, so the points read last for each model are kept with the curve's mark,
+        and Redis sends them again only when the mark moved (``raw`` is then ``b"same"``
+        and ``held`` the points that were marked so)."""
+        if not isinstance(mark, bytes) or not mark:
+            raise CorruptData(f"model {name!r}: curve: no mark")
+        if raw == b"same":
+            if held is None or held[0] != mark:
+                raise CorruptData(f"model {name!r}: curve: told it is the same as none held")
+            return held[1]
         if not isinstance(raw, list):
             raise CorruptData(f"model {name!r}: curve: expected a list of points")
-        kept = self._curves.get(name)
-        if kept is not None and kept[0] == raw:
-            return kept[1]
         points = _points(raw, f"model {name!r}: curve")
         if len(self._curves) >= CURVES_KEPT:
             self._curves.clear()
-        self._curves[name] = (raw, points)
+        self._curves[name] = (mark, points)
         return points
 
     async def save_summary(self, name: str, incarnation: str, version: int, doc: bytes) -> None:

@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from redis.asyncio.cluster import RedisCluster
 
 from models.core.instance import Attributes, Experts
+from storage.client import close, connect
 from storage.codec import decode_entry, decode_instance, encode_instance, entry_stamp
 from storage.errors import Conflict, CorruptData, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Sync
@@ -163,6 +165,56 @@ async def test_statistics_polled_again_are_the_same_until_anything_changes(
     await store.client.hset(store.keys("m").meta, "mistakes", b"x")
     with pytest.raises(CorruptData, match="mistakes"):
         await store.read_statistics("m", 0)
+
+
+async def net_out(store: ModelStore) -> int:
+    """What Redis has sent its clients so far, in bytes."""
+    if isinstance(store.client, RedisCluster):  # every node: the model's keys are on one
+        got: Any = await store.client.info("stats", target_nodes=RedisCluster.ALL_NODES)
+        return sum(int(v["total_net_output_bytes"]) for v in got.values())
+    return int((await store.client.info("stats"))["total_net_output_bytes"])
+
+
+async def test_a_curve_is_sent_again_only_once_it_moved(store: ModelStore, redis_url: str) -> None:
+    inc = await create(store)
+    n = 511  # a point each: two more and the curve is thinned
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(n)])
+    await store.sync("m", inc, n, fold(1, [(0, 1, 0, "")] * n), 0)
+    sizes = []
+    for _ in range(2):
+        before = await net_out(store)
+        s = await store.read_statistics("m", 0)
+        sizes.append(await net_out(store) - before)
+        assert s.curve == [(t, t) for t in range(1, n + 1)]
+    # the points (511 of them: over 6 KB as Redis writes them) went once
+    assert sizes[0] - sizes[1] > 5_000, sizes
+    await learn(store, "m", inc, n, items=[(x_bytes(0), 0)] * 2)
+    await store.sync("m", inc, n + 2, fold(n + 1, [(0, 0, 0, "")] * 2), 0)
+    s = await store.read_statistics("m", 0)
+    assert s.curve == [(t, t) for t in range(2, n, 2)] + [(n + 1, n)]  # every other point
+    # a worker that holds no curve is sent it whole
+    clients = connect(redis_url)
+    try:
+        other = await ModelStore(clients, store.prefix).read_statistics("m", 0)
+    finally:
+        await close(clients)
+    assert other.curve == s.curve
+
+
+async def test_a_model_made_again_is_not_shown_the_curve_of_the_one_before(
+    store: ModelStore,
+) -> None:
+    """Two incarnations whose curves have the same step, length and last point: the second
+    is read whole, not taken for the first."""
+    shown = []
+    for mistakes in ([1, 1, 0, 0], [0, 0, 1, 1]):
+        inc = await create(store)
+        items = [(x_bytes(i), 0) for i in range(4)]
+        await learn(store, "m", inc, 0, fold=b"", limit=0, items=items)
+        await store.sync("m", inc, 4, fold(1, [(0, p, 0, "") for p in mistakes]), 0)
+        shown.append((await store.read_statistics("m", 0)).curve)
+        await store.delete("m")
+    assert shown == [[(1, 1), (2, 2), (3, 2), (4, 2)], [(1, 0), (2, 0), (3, 1), (4, 2)]]
 
 
 @pytest.mark.parametrize(
