@@ -63,5 +63,5 @@ def idempotency(key: str | None, op: str, name: str, raw: bytes) -> Idempotency 
     return Idempotency(key, request_digest(op, name, raw))
 
 
-def answer(doc: dict[str, Any]) -> Response:
+def answer(doc: Any) -> Response:
     return Response(orjson.dumps(doc), media_type="application/json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Response
 
 from app.deps import NameParam, ServiceDep
@@ -50,7 +51,7 @@ def public(s: Statistics) -> dict[str, Any]:
         error_rate=_rate(c["mistakes"], m.folded),
         window={"trials": trials, "mistakes": mistakes, "error_rate": _rate(mistakes, trials)},
         confusion=confusion,
-        curve=s.curve,
+        curve=_curve(m.name, s.curve),
         changes=[{"version": v, "what": what} for v, what in m.marks],
         internal=summary.get("internal"),
         learners=summary.get("learners"),
@@ -60,24 +61,40 @@ def public(s: Statistics) -> dict[str, Any]:
     )
 
 
-# the document last made for each model, with the statistics it was made of: the store
-# gives the same statistics object again while nothing changed
-_made: dict[str, tuple[Statistics, dict[str, Any]]] = {}
+# the document last made for each model, as JSON, with the statistics it was made of: the
+# store gives the same statistics object again while nothing changed; and the mistake
+# curve last written, with the points it was written from (the same list while it is)
+_made: dict[str, tuple[Statistics, orjson.Fragment]] = {}
+_curves: dict[str, tuple[list[tuple[int, int]], orjson.Fragment]] = {}
 MADE_KEPT = 4_096
 
 
-async def read_stats(service: ModelService, name: str) -> dict[str, Any]:
-    """The statistics document of model ``name``: the route's answer, also served ahead of
-    the router (:mod:`app.fastpath`), since dashboards poll it."""
+def _kept(kept: dict[str, Any], name: str, value: Any) -> None:
+    if len(kept) >= MADE_KEPT:
+        kept.clear()
+    kept[name] = value
+
+
+def _curve(name: str, points: list[tuple[int, int]]) -> orjson.Fragment:
+    """The curve ``points`` as JSON, written again only when they changed."""
+    kept = _curves.get(name)
+    if kept is not None and kept[0] is points:
+        return kept[1]
+    text = orjson.Fragment(orjson.dumps(points))
+    _kept(_curves, name, (points, text))
+    return text
+
+
+async def read_stats(service: ModelService, name: str) -> orjson.Fragment:
+    """The statistics document of model ``name``, as JSON: the route's answer, also
+    served ahead of the router (:mod:`app.fastpath`), since dashboards poll it."""
     check_name(name)
     s = await service.statistics(name)
     kept = _made.get(name)
     if kept is not None and kept[0] is s:
         return kept[1]
-    doc = public(s)
-    if len(_made) >= MADE_KEPT:
-        _made.clear()
-    _made[name] = (s, doc)
+    doc = orjson.Fragment(orjson.dumps(public(s)))
+    _kept(_made, name, (s, doc))
     return doc
 
 

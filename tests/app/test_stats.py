@@ -148,3 +148,17 @@ def test_stats_fold_what_a_dead_worker_left(
     assert s["folded"] == 30 and s["summary_version"] == 30
     replayed = client.post(f"/v1/models/{model_name}/learn/batch", json={"items": items})
     assert replayed.status_code == 200  # and the model goes on
+
+
+def test_the_curve_is_shown_anew_once_it_moved(client: httpx.Client, model_name: str) -> None:
+    create(client, model_name, {"kind": "committee", "alpha": 1.3})
+    shown = []
+    for seed in range(3):
+        batch = {"items": majority_items(30, seed)}
+        got = client.post(f"/v1/models/{model_name}/learn/batch", json=batch).json()
+        assert all(i["error"] is None for i in got["items"])
+        s = settled(client, model_name)
+        assert s["curve"][-1] == [s["version"], s["mistakes"]]
+        shown.append(s["curve"])
+    assert [len(c) for c in shown] == [30, 60, 90]
+    assert shown[1][:30] == shown[0] and shown[2][:60] == shown[1]  # the same points, and more
