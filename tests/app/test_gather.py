@@ -134,14 +134,20 @@ def evalsha_calls(redis_url: str) -> int:
     return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
 
 
-def test_concurrent_single_trials_over_http_share_script_calls(redis_url: str) -> None:
+def served(redis_url: str, name: str) -> tuple[Settings, dict[str, Any]]:
+    """Settings of a service of its own, and a small Winnow model ``name`` to create."""
     settings = Settings(redis_url=redis_url, key_prefix=f"g-{uuid.uuid4().hex[:12]}")
     model = {
-        "name": "m",
+        "name": name,
         "labels": ["a", "b"],
         "input": {"attributes": {"n_features": 8}},
         "learner": {"kind": "winnow"},
     }
+    return settings, model
+
+
+def test_concurrent_single_trials_over_http_share_script_calls(redis_url: str) -> None:
+    settings, model = served(redis_url, "m")
     n = 60
     with ServerThread(settings) as server:
         with httpx.Client(base_url=server.url) as c:
@@ -191,13 +197,7 @@ def test_concurrent_single_trials_over_http_share_script_calls(redis_url: str) -
 def test_concurrent_statistics_reads_share_redis_reads_and_each_sees_what_came_before(
     redis_url: str,
 ) -> None:
-    settings = Settings(redis_url=redis_url, key_prefix=f"g-{uuid.uuid4().hex[:12]}")
-    model = {
-        "name": "s",
-        "labels": ["a", "b"],
-        "input": {"attributes": {"n_features": 8}},
-        "learner": {"kind": "winnow"},
-    }
+    settings, model = served(redis_url, "s")
     n, rounds = 40, 5
     with ServerThread(settings) as server:
         with httpx.Client(base_url=server.url) as c:

@@ -26,6 +26,13 @@ def majority_items(n: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
+def learn_batch(client: httpx.Client, name: str, n: int, seed: int) -> list[dict[str, Any]]:
+    """Learn ``n`` trials of the majority problem in one batch; their items' answers."""
+    batch = {"items": majority_items(n, seed)}
+    got = client.post(f"/v1/models/{name}/learn/batch", json=batch).json()
+    return list(got["items"])
+
+
 def create(client: httpx.Client, name: str, learner: dict[str, Any]) -> None:
     body = {
         "name": name,
@@ -52,9 +59,7 @@ def test_fusion_stats(client: httpx.Client, model_name: str) -> None:
     create(client, model_name, {"kind": "committee", "alpha": 1.3})
     results = []
     for seed in range(3):
-        batch = {"items": majority_items(400, seed)}
-        got = client.post(f"/v1/models/{model_name}/learn/batch", json=batch).json()
-        results += [i["result"] for i in got["items"]]
+        results += [i["result"] for i in learn_batch(client, model_name, 400, seed)]
     for _ in range(3):
         item = majority_items(1, 9)[0]
         client.post(f"/v1/models/{model_name}/predict", json={"instance": item["instance"]})
@@ -85,7 +90,7 @@ def test_recycling_and_voting_stats(client: httpx.Client, model_name: str) -> No
     create(client, model_name, {"kind": "v-combine", "learners": members})
     create(client, model_name + "r", members[0])
     for name in (model_name, model_name + "r"):
-        client.post(f"/v1/models/{name}/learn/batch", json={"items": majority_items(300, 1)})
+        learn_batch(client, name, 300, 1)
     s = settled(client, model_name)
     assert [m["name"] for m in s["learners"]] == [
         "recycling(size=20) / committee(alpha=1.05)",
@@ -154,9 +159,7 @@ def test_the_curve_is_shown_anew_once_it_moved(client: httpx.Client, model_name:
     create(client, model_name, {"kind": "committee", "alpha": 1.3})
     shown = []
     for seed in range(3):
-        batch = {"items": majority_items(30, seed)}
-        got = client.post(f"/v1/models/{model_name}/learn/batch", json=batch).json()
-        assert all(i["error"] is None for i in got["items"])
+        assert all(i["error"] is None for i in learn_batch(client, model_name, 30, seed))
         s = settled(client, model_name)
         assert s["curve"][-1] == [s["version"], s["mistakes"]]
         shown.append(s["curve"])
