@@ -14,8 +14,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["Gather"]
+__all__ = ["Gather", "Gathers"]
 
+K = TypeVar("K")
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -77,3 +78,23 @@ class Gather(Generic[T, R]):
         finally:
             self._busy = False
             self._drain = None
+
+
+class Gathers(Generic[K, T, R]):
+    """A :class:`Gather` for each key that has calls in flight: made by the first call of
+    its key, with that call's ``run`` and ``most``, and dropped once idle."""
+
+    def __init__(self) -> None:
+        self._by: dict[K, Gather[T, R]] = {}
+
+    async def __call__(
+        self, key: K, run: Callable[[list[T]], Awaitable[Sequence[R]]], most: int, item: T
+    ) -> R:
+        g = self._by.get(key)
+        if g is None:
+            g = self._by[key] = Gather(run, most)
+        try:
+            return await g(item)
+        finally:
+            if g.idle and self._by.get(key) is g:
+                del self._by[key]

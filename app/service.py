@@ -26,7 +26,7 @@ import orjson
 
 from app.config import Settings
 from app.errors import BadInput
-from app.gather import Gather
+from app.gather import Gathers
 from app.jobs import Backtests
 from app.live import LiveModel, LogRange, Start, build_model, plan_model
 from app.replicas import LIMIT, Replicas, Warming
@@ -87,7 +87,7 @@ class ModelService:
             self.replicas.spawn,
         )
         self.streams = 0  # open WebSocket streams
-        self._stats: dict[str, Gather[None, Statistics]] = {}
+        self._stats: Gathers[str, None, Statistics] = Gathers()
 
     def start(self) -> None:
         """Start the background work a worker does while it serves."""
@@ -148,18 +148,11 @@ class ModelService:
         """The model's statistics, read from Redis after this call began. Dashboards poll
         them, several at once: reads of a model arriving while one is in flight wait for
         it, then go together as one read."""
-        g = self._stats.get(name)
-        if g is None:
 
-            async def read(waiting: list[None]) -> list[Statistics]:
-                return [await self._read_statistics(name)] * len(waiting)
+        async def read(waiting: list[None]) -> list[Statistics]:
+            return [await self._read_statistics(name)] * len(waiting)
 
-            g = self._stats[name] = Gather(read, 1 << 30)  # all that wait share one read
-        try:
-            return await g(None)
-        finally:
-            if g.idle and self._stats.get(name) is g:
-                del self._stats[name]
+        return await self._stats(name, read, 1 << 30, None)  # all that wait share one read
 
     async def _read_statistics(self, name: str) -> Statistics:
         s = await self.store.read_statistics(name, int(time.time() * 1000))

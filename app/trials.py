@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from app.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
-from app.gather import Gather
+from app.gather import Gathers
 from app.live import Applied, LiveModel
 from app.replicas import TRIAL_LIMIT, Replicas
 from models.core.instance import Attributes, Experts
@@ -54,7 +54,7 @@ class TrialCalls:
         self.replicas = replicas
         self.store = replicas.store
         self.settings = replicas.settings
-        self._gathers: dict[tuple[Any, ...], Gather[Any, Result]] = {}
+        self._gathers: Gathers[tuple[Any, ...], Any, Result] = Gathers()
         # a gathered predict answers items x labels scores: within max_answer_scores
         self._predict_most = min(
             GATHER_MOST, self.settings.max_answer_scores // self.settings.max_labels
@@ -67,16 +67,8 @@ class TrialCalls:
     ) -> Result:
         """``item``'s result, its call gathered with those of the same ``key`` arriving
         while one is in flight (see :mod:`app.gather`)."""
-        g = self._gathers.get(key)
-        if g is None:
-            g = self._gathers[key] = Gather(
-                run, self._predict_most if key[0] == "p" else GATHER_MOST
-            )
-        try:
-            return await g(item)
-        finally:
-            if g.idle and self._gathers.get(key) is g:
-                del self._gathers[key]
+        most = self._predict_most if key[0] == "p" else GATHER_MOST
+        return await self._gathers(key, run, most, item)
 
     async def predict_one(
         self, name: str, payload: Any, trial_id: str | None, *, track: bool = True

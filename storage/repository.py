@@ -745,7 +745,7 @@ class ModelStore:
         args = [now_ms, held[0] if held is not None else ""]
         reply = await self._run("STATS", name, self.keys(name).all_fixed(), args)
         # what it says: the curve's mark stands for the curve, sent or not
-        said = [*reply[:4], b"same", *reply[5:]] if isinstance(reply, list) else reply
+        said = [*reply[:4], b"same", *reply[5:]]
         kept = self._statistics.get(name)
         if kept is not None and kept[0] == said:  # polled again before anything changed
             return kept[1]
