@@ -17,12 +17,18 @@ from selenium import webdriver
 
 from app.config import Settings
 
-# what the pages fetched (a request the page's policy blocked never left: no time, no
-# bytes), and the operations they show
+# each request a page's policy blocked, recorded from the start of every page (such a
+# request never left, though the browser may still time it as a resource); what the
+# pages fetched; and the operations they show
+_RECORD_BLOCKED = """
+window.blocked = [];
+document.addEventListener('securitypolicyviolation', (e) => window.blocked.push(e.blockedURI));
+"""
 _FETCHED = """
 return performance.getEntriesByType('resource')
   .filter((e) => e.duration > 0 || e.transferSize > 0 || e.responseStatus > 0)
-  .map((e) => e.name);
+  .map((e) => e.name)
+  .filter((name) => !window.blocked.includes(name));
 """
 _SWAGGER_OPERATIONS = """
 return [...document.querySelectorAll('.opblock-summary-path')]
@@ -44,6 +50,7 @@ def server(redis_url: str) -> Iterator[ServerThread]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
     with chromium() as driver:
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _RECORD_BLOCKED})
         yield driver
 
 
