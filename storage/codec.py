@@ -173,16 +173,32 @@ def _served_at(v: bytes, seq: int) -> int:
     return int(v) if v.isdigit() and len(v) <= 18 and int(v) < seq else -1
 
 
+def _index(value: object, high: int) -> int:
+    """``value`` as :func:`parse_int` reads it when it is a short decimal in 0..``high``
+    (what the scripts write), else -1: the caller then asks :func:`parse_int`, which
+    says what is wrong. Entries are decoded by the thousand when a model loads: the
+    common case builds no message."""
+    if type(value) is bytes and len(value) <= 18 and value.isdigit():
+        n = int(value)
+        if n <= high:
+            return n
+    return -1
+
+
 def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int) -> LogEntry:
     """Decode one stream entry as returned by XRANGE (id, flat field list)."""
-    sid = entry_id.decode("ascii", "replace")
-    ms, _, tail = sid.partition("-")
-    if tail != "0":
-        raise CorruptData(f"log entry id {sid!r}: expected '<seq>-0'")
-    seq = parse_int(ms, "log entry id", 1)
+    ms, _, tail = entry_id.partition(b"-")
+    seq = _index(ms, 2**62) if tail == b"0" else -1
+    if seq < 1:
+        sid = entry_id.decode("ascii", "replace")
+        ms_text, _, tail_text = sid.partition("-")
+        if tail_text != "0":
+            raise CorruptData(f"log entry id {sid!r}: expected '<seq>-0'")
+        seq = parse_int(ms_text, "log entry id", 1)
     if len(fields) % 2:
         raise CorruptData(f"log entry {seq}: odd field list")
-    f = dict(zip(fields[::2], fields[1::2], strict=True))
+    pairs = iter(fields)
+    f = dict(zip(pairs, pairs, strict=False))  # even: checked above
     kind = f.get(b"k")
     if kind == b"r":
         return LogEntry(seq, "reset", None, 0, None, "")
@@ -194,11 +210,15 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
     if kind not in (b"l", b"n") or b"x" not in f or b"y" not in f:
         raise CorruptData(f"log entry {seq}: expected fields k (l or n), x and y")
     x = decode_instance(f[b"x"], size, n_classes)
-    y = parse_int(f[b"y"], f"log entry {seq} label", 0, n_classes - 1)
+    y = _index(f[b"y"], n_classes - 1)
+    if y < 0:
+        y = parse_int(f[b"y"], f"log entry {seq} label", 0, n_classes - 1)
     if kind == b"l":
         if b"p" not in f or b"t" not in f:
             raise CorruptData(f"log entry {seq}: a label entry needs fields p and t")
-        p = parse_int(f[b"p"], f"log entry {seq} prediction", 0, n_classes - 1)
+        p = _index(f[b"p"], n_classes - 1)
+        if p < 0:
+            p = parse_int(f[b"p"], f"log entry {seq} prediction", 0, n_classes - 1)
         at = _served_at(f.get(b"v", b""), seq)
         return LogEntry(seq, "label", x, y, p, f[b"t"].decode("ascii", "replace"), b"", at)
     key = f.get(b"i", b"")

@@ -13,7 +13,7 @@ import re
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import orjson
@@ -351,6 +351,14 @@ def _fold_keys(k: Keys, incarnation: str, fold: bytes) -> list[str]:
         raise ValueError(
             f"a fold document must be {{'a': seq, 'e': [[y, p, u, id]...]}}: {e}"
         ) from None
+
+
+def _seq_of_last(entries: list[RawEntry], known: int) -> int:
+    """The seq of the last of ``entries`` (log entries after ``known``); ``known`` for none."""
+    if not entries:
+        return known
+    head = entries[-1][0].split(b"-", 1)[0]
+    return int(head) if head.isdigit() else -1
 
 
 def _int(v: Any, what: str) -> int:
@@ -947,10 +955,15 @@ class ModelStore:
         keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
         reply = await self._run("LABEL", name, keys, args)
         out = []
-        for r in reply[4]:
+        own: list[RawEntry] = []  # the entries this call appended, as XADD wrote them
+        for (trial_id, y), r in zip(items, reply[4], strict=True):
             status = _text(r[0])
             if status == "ok":
-                out.append(LabelResult("ok", _int(r[1], "prediction"), _int(r[2], "seq")))
+                seq = _int(r[2], "seq")
+                out.append(LabelResult("ok", _int(r[1], "prediction"), seq))
+                t = trial_id.encode()
+                fields = [b"k", b"l", b"t", t, b"x", r[3], b"y", b"%d" % y, b"p", r[1]]
+                own.append((b"%d-0" % seq, [*fields, b"v", r[4], b"w", stamp.encode()]))
             elif status == "repeat":
                 u = -1 if r[3] in (b"", None) else _int(r[3], "updated")
                 out.append(LabelResult("repeat", _int(r[1], "prediction"), _int(r[2], "seq"), u))
@@ -958,7 +971,11 @@ class ModelStore:
                 out.append(LabelResult("conflict", label=_int(r[1], "label")))
             else:
                 out.append(LabelResult(status))
-        return self._sync(reply, stamp), out
+        sync = self._sync(reply, stamp)
+        if own and sync.version - len(own) == _seq_of_last(sync.entries, known):
+            # else the caller reads the rest of the log, these included
+            sync = replace(sync, entries=sync.entries + own)
+        return sync, out
 
     async def learn(
         self,

@@ -16,8 +16,10 @@ routes each call whole to one node, a slot being moved included.
 
 Replies are flat arrays led by a status string. ``entries`` is the log after the caller's
 ``known`` version (XRANGE format, at most ``limit`` entries) so that a worker catches up in
-the same round trip; ``{'reload'}`` means the log no longer reaches back to ``known`` (or
-Redis holds less than the worker has seen), and the worker must reload the model.
+the same round trip; LABEL and LEARN stop it before what they append, which the caller
+has already or is sent in the results. ``{'reload'}`` means the log no longer reaches back
+to ``known`` (or Redis holds less than the worker has seen), and the worker must reload
+the model.
 
 Whatever a script writes into the log is checked first: a class index below the model's
 ``k`` labels, an instance whose binary form is well made and whose largest coordinate is
@@ -290,16 +292,18 @@ LABEL = (
 -- ARGV: 1 incarnation, 2 known version, 3 fold, 4 limit, then per item from 5:
 -- trial id, true class
 -- KEYS[9..]: the trial hash of each item, in order
--- Reply: {'ok', version, folded, entries, results} with per item {'ok', p, seq} (applied
--- as log entry seq), {'repeat', p, seq, u} (this label was applied before; u may be ''
--- while not yet folded), {'conflict', y} (labelled otherwise), {'expired'}, {'unknown'},
--- {'invalid'} (not a class of this model)
+-- Reply: {'ok', version, folded, entries, results}, the entries being those before the
+-- first applied item (the caller rebuilds its own from the results), with per item
+-- {'ok', p, seq, x, v} (applied as log entry seq, of instance x served at version v),
+-- {'repeat', p, seq, u} (this label was applied before; u may be '' while not yet
+-- folded), {'conflict', y} (labelled otherwise), {'expired'}, {'unknown'}, {'invalid'}
+-- (not a class of this model)
 local version = num(meta, 'version')
 if not reachable(version) then return {'reload'} end
 fold(ARGV[3])
 local now = now_ms()
 sweep(now)
-local results, applied = {}, 0
+local results, applied, first = {}, 0, version + 1
 for i = 5, #ARGV, 2 do
   local key = KEYS[9 + (i - 5) / 2]
   local id, y = ARGV[i], ARGV[i + 1]
@@ -326,14 +330,14 @@ for i = 5, #ARGV, 2 do
     redis.call('HDEL', key, 'x', 's')
     redis.call('ZREM', KEYS[4], id)
     applied = applied + 1
-    results[#results + 1] = {'ok', r[2], version}
+    results[#results + 1] = {'ok', r[2], version, r[1], r[7] or ''}
   end
 end
 if applied > 0 then
   redis.call('HSET', meta, 'version', version)
   redis.call('HINCRBY', meta, 'labelled', applied)
 end
-return {'ok', version, num(meta, 'folded'), catchup(known, version, tonumber(ARGV[4])),
+return {'ok', version, num(meta, 'folded'), catchup(known, first - 1, tonumber(ARGV[4])),
         results}
 """
 )

@@ -46,6 +46,11 @@ async def learn(
     return sync, res[0].first
 
 
+def entries(sync: Sync) -> list[tuple[bytes, list[bytes]]]:
+    """A reply's entries in the form :meth:`ModelStore.read_log` gives them."""
+    return [(entry_id, list(fields)) for entry_id, fields in sync.entries]
+
+
 def fold(first: int, outcomes: list[tuple[int, int, int, str]]) -> bytes:
     return orjson.dumps({"a": first, "e": outcomes})
 
@@ -497,6 +502,27 @@ def test_a_label_entry_names_the_version_that_served_it_when_it_can() -> None:
         assert (e.kind, e.predicted, e.served_at) == ("label", 0, -1)
 
 
+def test_a_log_entry_is_read_only_with_its_numbers_well_made() -> None:
+    x = x_bytes(1)
+    base = [b"k", b"l", b"t", b"t1", b"x", x]
+
+    def read(entry_id: bytes, y: bytes = b"1", p: bytes = b"0") -> tuple[int, int, int | None]:
+        e = decode_entry(entry_id, [*base, b"y", y, b"p", p], 4, 2)
+        return e.seq, e.y, e.predicted
+
+    assert read(b"12-0") == (12, 1, 0)
+    assert read(b"0012-0", b"01", b"00") == (12, 1, 0)  # digits are digits
+    assert read(b"%d-0" % 2**70) == (2**70, 1, 0)
+    for entry_id in (b"0-0", b"12-1", b"12-0-0", b"-0", b"x-0", b"12", b"\xd9\xa1-0"):
+        with pytest.raises(CorruptData, match="log entry id"):
+            read(entry_id)
+    for bad in (b"2", b"-1", b"", b"1.0", b" 1", b"9" * 19, "\u0661".encode()):
+        with pytest.raises(CorruptData, match="log entry 12 label"):
+            read(b"12-0", y=bad)
+        with pytest.raises(CorruptData, match="log entry 12 prediction"):
+            read(b"12-0", p=bad)
+
+
 async def test_a_label_is_logged_with_the_version_its_prediction_was_served_at(
     store: ModelStore,
 ) -> None:
@@ -511,6 +537,34 @@ async def test_a_label_is_logged_with_the_version_its_prediction_was_served_at(
     assert got[0].status == "ok" and got[0].seq == 4
     (entry,) = [decode_entry(i, f, 4, 2) for i, f in await store.read_log("m", 3, 10)]
     assert (entry.kind, entry.predicted, entry.served_at) == ("label", 1, 2)
+
+
+async def test_a_label_call_gives_back_the_entries_it_appended_as_the_log_holds_them(
+    store: ModelStore,
+) -> None:
+    inc = await create(store)
+    ids = [f"t{i}" for i in range(6)]
+    items = [(t, x_bytes(i), i % 2, b"\x00" * 16) for i, t in enumerate(ids)]
+    await store.predict(
+        "m", inc, 0, strict=True, ttl_ms=60_000, fold=b"", limit=0, most_pending=10, items=items
+    )
+    # another worker's trials come first: the reply brings them and then the labels
+    await learn(store, "m", inc, 0, limit=0, items=[(x_bytes(1), 1), (x_bytes(2), 0)])
+    sync, got = await store.label("m", inc, 0, fold=b"", limit=10, items=[(t, 1) for t in ids[:3]])
+    assert [r.seq for r in got] == [3, 4, 5] and sync.version == 5
+    assert entries(sync) == await store.read_log("m", 0, 10)
+    # a repeated, an unknown and an applied label: the entries are the applied one's
+    sync, got = await store.label(
+        "m", inc, 5, fold=b"", limit=10, items=[("t0", 1), ("zz", 1), ("t3", 0)]
+    )
+    assert [r.status for r in got] == ["repeat", "unknown", "ok"]
+    assert entries(sync) == await store.read_log("m", 5, 10) and len(sync.entries) == 1
+    # the others' entries cut short by the limit: nothing after the gap, the caller
+    # reads the rest of the log
+    await learn(store, "m", inc, 6, limit=0, items=[(x_bytes(3), 1)] * 3)
+    sync, got = await store.label("m", inc, 6, fold=b"", limit=2, items=[("t4", 1)])
+    assert got[0].seq == 10 == sync.version
+    assert entries(sync) == await store.read_log("m", 6, 2) and len(sync.entries) == 2
 
 
 async def test_a_large_batch_is_pending_and_labelled_whole(store: ModelStore) -> None:
