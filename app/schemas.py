@@ -410,7 +410,10 @@ class StatsPublic(BaseModel):
     refused: int = Field(description="trials whose update the learner refused whole")
     mistakes: int
     updates: int
-    error_rate: float | None = Field(description="mistakes / folded trials")
+    error_rate: float | None = Field(
+        description="mistakes / judged trials (the confusion counts' sum: folded trials "
+        "less changes of the input and quarantined entries)"
+    )
     window: WindowPublic = Field(description="the most recent (about 1,000) folded trials")
     confusion: dict[str, dict[str, int]] = Field(description="true label -> predicted -> n")
     curve: list[tuple[int, int]] = Field(description="(trials, cumulative mistakes), sampled")

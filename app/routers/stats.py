@@ -29,8 +29,10 @@ def public(s: Statistics) -> dict[str, Any]:
         return labels[c] if 0 <= c < len(labels) else str(c)
 
     confusion: dict[str, dict[str, int]] = {}
+    judged = 0  # trials folded with a verdict: not changes of the input, nor quarantined
     for (y, p), n in sorted(m.confusion.items()):
         confusion.setdefault(label(y), {})[label(p)] = n
+        judged += n
     trials, mistakes = s.window
     summary: dict[str, Any] = s.summary or {}
     c = m.counters
@@ -48,7 +50,7 @@ def public(s: Statistics) -> dict[str, Any]:
         refused=c["refused"],
         mistakes=c["mistakes"],
         updates=c["updates"],
-        error_rate=_rate(c["mistakes"], m.folded),
+        error_rate=_rate(c["mistakes"], judged),
         window={"trials": trials, "mistakes": mistakes, "error_rate": _rate(mistakes, trials)},
         confusion=confusion,
         curve=_curve(m.name, s.curve),

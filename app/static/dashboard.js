@@ -145,12 +145,17 @@
   }
 
   function renderStats(card, s) {
+    // the trials the error rate is over: those judged (the confusion counts' sum)
+    let judged = 0;
+    for (const row of Object.values(s.confusion)) {
+      for (const n of Object.values(row)) judged += n;
+    }
     const values = {
       version: int(s.version),
       mistakes: int(s.mistakes),
       error_rate: rate(s.error_rate),
       window_error_rate: rate(s.window.error_rate),
-      rate_trials: s.folded ? `all ${int(s.folded)}` : "",
+      rate_trials: judged ? `all ${int(judged)}` : "",
       window_trials: s.window.trials ? `last ${int(s.window.trials)}` : "",
       window_mistakes: int(s.window.mistakes),
       labelled: int(s.labelled),

@@ -145,6 +145,8 @@ def expected(s: dict[str, Any]) -> dict[str, Any]:
     want: dict[str, Any] = {k: s[k] for k in COUNTERS}
     want["error_rate"] = percent(s["error_rate"])
     want["window_error_rate"] = percent(s["window"]["error_rate"])
+    judged = sum(n for row in s["confusion"].values() for n in row.values())
+    want["rate_trials"] = f"all {judged:,}" if judged else ""
     want["window_mistakes"] = s["window"]["mistakes"]
     want["points"] = len(s["curve"])
     weights = sorted((s["experts"] or {}).items(), key=lambda kv: (-kv[1], kv[0]))
@@ -169,6 +171,7 @@ def shown(card: dict[str, Any] | None) -> dict[str, Any] | None:
     got: dict[str, Any] = {k: number(fields[k]) for k in COUNTERS}
     got["error_rate"] = fields["error_rate"]
     got["window_error_rate"] = fields["window_error_rate"]
+    got["rate_trials"] = fields["rate_trials"]
     got["window_mistakes"] = number(fields["window_mistakes"])
     got["points"] = card["points"]
     got["bars"] = [[b["name"], b["weight"]] for b in card["bars"]] if card["experts_shown"] else []

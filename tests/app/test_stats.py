@@ -82,6 +82,18 @@ def test_fusion_stats(client: httpx.Client, model_name: str) -> None:
     assert len(set(relevant)) == 10 and s["learners"] is None and s["internal"] is None
 
 
+def test_the_error_rate_counts_judged_trials_only(client: httpx.Client, model_name: str) -> None:
+    create(client, model_name, {"kind": "committee", "alpha": 1.3})
+    results = [i["result"] for i in learn_batch(client, model_name, 30, 0)]
+    change = client.post(f"/v1/models/{model_name}/experts", json={"add": ["late"]})
+    assert change.status_code == 200, change.text
+    results += [i["result"] for i in learn_batch(client, model_name, 30, 1)]
+    s = settled(client, model_name)
+    mistakes = sum(r["mistake"] for r in results)
+    assert s["folded"] == 61 and s["mistakes"] == mistakes  # the change is an entry
+    assert s["error_rate"] == mistakes / 60
+
+
 def test_recycling_and_voting_stats(client: httpx.Client, model_name: str) -> None:
     members = [
         {"kind": "recycling", "size": 20, "learner": {"kind": "committee", "alpha": a}}
