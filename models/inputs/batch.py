@@ -27,11 +27,12 @@ import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from models.core.instance import Attributes
+from models.kernels.instances import digit_keys, sparse_rows
 from models.kernels.jsontext import read_vote_rows, read_votes
 
 __all__ = [
@@ -121,21 +122,8 @@ def _indices(keys: list[Any], d: int) -> np.ndarray | None:
         chars = np.frombuffer(",".join(keys).encode("ascii"), dtype=np.uint8)
     except (TypeError, UnicodeEncodeError):
         return None
-    comma = chars == _COMMA
-    ends = np.append(np.flatnonzero(comma), chars.size)  # one past each key's last digit
-    if ends.size != len(keys):  # a key with a comma in it
-        return None
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    digits = chars - np.uint8(ord("0"))  # wraps around below "0"
-    length = ends - starts
-    if not (((digits < 10) | comma).all() and (length >= 1).all() and (length <= 18).all()):
-        return None
-    place = ends[np.cumsum(comma)] - np.arange(chars.size) - 1  # the power of 10 of a digit
-    digits[comma] = 0
-    idx = np.add.reduceat(_POW10[place] * digits, starts)
-    return idx if int(idx.max()) < d else None
+    ok, idx = digit_keys(chars, len(keys), d)
+    return idx if ok else None
 
 
 def _values(vals: list[Any]) -> np.ndarray | None:
@@ -167,24 +155,25 @@ def _take(
             return None
     else:
         idx, val = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    distinct, *kept = sparse_rows(counts, idx, val, d, constant)
+    if distinct:
+        return _instances(*kept)
+    if not combine:  # an index twice in a row
+        return None
+    # names hashed to one index: their values add up as encode adds them (numpy's sum
+    # of each run, whose order of additions the compiled pass would not repeat)
     row = np.repeat(np.arange(n), counts)
-    if idx.size > 1:  # sorted by index within each row, as encode sorts each one
-        # one key per (row, index): distinct unless a row repeats an index; when they
-        # combine, stable, so that the values of one index add up in encode's order
-        kind: Literal["stable", "quicksort"] = "stable" if combine else "quicksort"
-        order = np.argsort(row * d + idx, kind=kind) if n * d < 2**62 else np.lexsort((idx, row))
-        idx, val = idx[order], val[order]
-        repeated = (idx[1:] == idx[:-1]) & (row[1:] == row[:-1])
-        if repeated.any():
-            if not combine:
-                return None
-            first = np.flatnonzero(np.concatenate(([True], ~repeated)))
-            with np.errstate(over="ignore"):
-                val = np.add.reduceat(val, first)
-            if not np.isfinite(val).all():  # encode names the sum at fault
-                return None
-            idx, row = idx[first], row[first]  # row is in order: sorting kept its blocks
-            counts = np.bincount(row, minlength=n)
+    # sorted by index within each row, stable: the values of one index in payload order
+    order = np.argsort(row * d + idx, kind="stable") if n * d < 2**62 else np.lexsort((idx, row))
+    idx, val = idx[order], val[order]
+    repeated = (idx[1:] == idx[:-1]) & (row[1:] == row[:-1])
+    first = np.flatnonzero(np.concatenate(([True], ~repeated)))
+    with np.errstate(over="ignore"):
+        val = np.add.reduceat(val, first)
+    if not np.isfinite(val).all():  # encode names the sum at fault
+        return None
+    idx, row = idx[first], row[first]  # row is in order: sorting kept its blocks
+    counts = np.bincount(row, minlength=n)
     if constant:  # index d, value 1, at the end of every row
         ends = np.cumsum(counts)
         idx, val = np.insert(idx, ends, d), np.insert(val, ends, 1.0)
@@ -211,6 +200,20 @@ def _rows(
         size[filled] = np.maximum(idx[ptr[1:][filled] - 1] + 1, least)
         low[filled] = np.minimum.reduceat(val, starts)
         high[filled] = np.maximum.reduceat(val, starts)
+    return _instances(idx, val, ptr, size, low, high)
+
+
+def _instances(
+    idx: np.ndarray,
+    val: np.ndarray,
+    ptr: np.ndarray,
+    size: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+) -> list[Attributes]:
+    """One :class:`Attributes` per row ``t``, ``ptr[t]:ptr[t + 1]`` of ``idx`` and
+    ``val`` (sorted, distinct, non-zero), with its extent and value range: views of the
+    arrays, made read-only."""
     idx = np.ascontiguousarray(idx)
     val = np.ascontiguousarray(val)
     idx.flags.writeable = False

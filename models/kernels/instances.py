@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["ascending_attributes", "ascending_experts", "vote_rows"]
+__all__ = ["ascending_attributes", "ascending_experts", "digit_keys", "sparse_rows", "vote_rows"]
 
 
 @njit(cache=True, nogil=True)
@@ -69,6 +69,77 @@ def ascending_attributes(
     if n == 0:
         low, high = 0.0, 0.0
     return True, out_i, out_v, low, high
+
+
+@njit(cache=True, nogil=True)
+def digit_keys(chars: np.ndarray, n_keys: int, d: int) -> tuple[bool, np.ndarray]:
+    """``(ok, idx)``: the ``n_keys`` comma-separated keys in ``chars`` (ASCII bytes) as
+    int64 indices, with ``ok`` true when each is 1 to 18 decimal digits and below ``d``."""
+    idx = np.zeros(n_keys, dtype=np.int64)
+    at, value, digits = 0, 0, 0
+    for ch in chars:
+        if ch == 44:  # ","
+            if digits == 0 or at >= n_keys - 1:
+                return False, idx
+            idx[at] = value
+            at, value, digits = at + 1, 0, 0
+            continue
+        digit = int(ch) - 48
+        if digit < 0 or digit > 9 or digits == 18:
+            return False, idx
+        value = value * 10 + digit
+        digits += 1
+    if digits == 0 or at != n_keys - 1:
+        return False, idx
+    idx[at] = value
+    for i in range(n_keys):
+        if idx[i] >= d:
+            return False, idx
+    return True, idx
+
+
+@njit(cache=True, nogil=True)
+def sparse_rows(
+    counts: np.ndarray, idx: np.ndarray, val: np.ndarray, d: int, constant: bool
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(ok, idx, val, ptr, size, low, high)``: rows of attributes, row ``t`` holding
+    the pairs ``counts[t]`` after the previous rows' in ``idx`` (below ``d``) and ``val``
+    (finite), as an instance keeps them: sorted by index, zeros dropped, then the
+    constant (index ``d``, value 1) if ``constant``; row ``t`` at ``ptr[t]:ptr[t + 1]``
+    with its extent and value range. ``ok`` is false when an index repeats in a row."""
+    n = counts.size
+    out_i = np.empty(idx.size + (n if constant else 0), dtype=np.int64)
+    out_v = np.empty(out_i.size, dtype=np.float64)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    size = np.zeros(n, dtype=np.int64)
+    low = np.zeros(n)
+    high = np.zeros(n)
+    start, w = 0, 0
+    for t in range(n):
+        end = start + counts[t]
+        order = np.arange(start, end)
+        for j in range(start + 1, end):
+            if idx[j] <= idx[j - 1]:
+                order = start + np.argsort(idx[start:end], kind="mergesort")
+                break
+        first = w
+        for j in range(order.size):
+            i, x = idx[order[j]], val[order[j]]
+            if j > 0 and i == idx[order[j - 1]]:
+                return False, out_i, out_v, ptr, size, low, high
+            if x != 0.0:
+                out_i[w], out_v[w] = i, x
+                w += 1
+        if constant:
+            out_i[w], out_v[w] = d, 1.0
+            w += 1
+        if w > first:
+            size[t] = out_i[w - 1] + 1
+            low[t] = out_v[first:w].min()
+            high[t] = out_v[first:w].max()
+        ptr[t + 1] = w
+        start = end
+    return True, out_i[:w], out_v[:w], ptr, size, low, high
 
 
 @njit(cache=True, nogil=True)

@@ -329,9 +329,20 @@ def attribute_batches(draw: st.DrawFn, space: InputSpace) -> list[Any]:
         else:
             f = {key: draw(values) for key in draw(st.lists(st.sampled_from(keys), unique=True))}
             if draw(st.integers(0, 9)) == 0:
-                f[draw(st.sampled_from(["zz", "99", "-1", 3, keys[0]]))] = draw(
-                    st.one_of(values, odd)
-                )
+                odd_keys = [
+                    "zz",
+                    "99",
+                    "-1",
+                    3,
+                    keys[0],
+                    "03",
+                    "0" * 18 + "2",
+                    "9" * 19,
+                    "1,2",
+                    "",
+                    "\u0663",
+                ]
+                f[draw(st.sampled_from(odd_keys))] = draw(st.one_of(values, odd))
         out.append({"features": f} if draw(st.integers(0, 19)) else [f])
     return out
 
