@@ -80,11 +80,12 @@ def dense_attributes(rows: Sequence[list[Any]], d: int, constant: bool) -> list[
         val = _values(list(itertools.chain.from_iterable(part)))
         if val is None:
             return None
-        dense = val.reshape(n, d)
-        if constant:
-            dense = np.hstack([dense, np.ones((n, 1))])
-        row, idx = np.nonzero(dense)
-        return _rows(n, row, idx.astype(np.int64), dense[row, idx], least=dense.shape[1])
+        counts = np.full(n, d, dtype=np.int64)
+        _, idx, val, ptr, _, low, high = sparse_rows(
+            counts, np.tile(np.arange(d, dtype=np.int64), n), val, d, constant
+        )
+        size = np.full(n, d + constant, dtype=np.int64)  # every value is given
+        return _instances(idx, val, ptr, size, low, high)
 
     return _each(rows, take)
 
@@ -184,20 +185,18 @@ def _take(
     return _rows(n, row, idx, val)
 
 
-def _rows(
-    n: int, row: np.ndarray, idx: np.ndarray, val: np.ndarray, least: int = 0
-) -> list[Attributes]:
+def _rows(n: int, row: np.ndarray, idx: np.ndarray, val: np.ndarray) -> list[Attributes]:
     """One :class:`Attributes` per row of sorted, distinct, non-zero CSR arrays, each
-    viewing the shared read-only arrays, with its extent (at least ``least``) and value
-    range worked out at once."""
+    viewing the shared read-only arrays, with its extent and value range worked out at
+    once."""
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(row, minlength=n), out=ptr[1:])
     filled = ptr[1:] > ptr[:-1]
-    size = np.full(n, least, dtype=np.int64)
+    size = np.zeros(n, dtype=np.int64)
     low, high = np.zeros(n), np.zeros(n)
     if val.size:
         starts = ptr[:-1][filled]
-        size[filled] = np.maximum(idx[ptr[1:][filled] - 1] + 1, least)
+        size[filled] = idx[ptr[1:][filled] - 1] + 1
         low[filled] = np.minimum.reduceat(val, starts)
         high[filled] = np.maximum.reduceat(val, starts)
     return _instances(idx, val, ptr, size, low, high)
