@@ -7,6 +7,9 @@ replaces, in the same process.
   a body that pass leaves (pydantic, then the vote dicts).
 - Hashed features (50 names per instance, 2**18 places): a batch encoded together against
   the same instances encoded one by one.
+- Sparse features (the service benchmark's stream: 20 of 10,000 indices, and the
+  constant), one instance and a batch of 1,000, encoded together (one compiled pass)
+  against each encoded alone by the reference path, which takes any row that pass leaves.
 
 Rounds alternate the two sides; each figure is the best round, with the spread of the
 rounds. Run as ``python bench/encode.py``; the last line is the fusion shapes' worse
@@ -23,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-from service import FUSION_SHAPES, Stream, fusion_spec
+from service import FUSION_SHAPES, N_FEATURES, Stream, fusion_spec
 
 from app.routers import trials
 from models.inputs.space import InputSpace
@@ -102,12 +105,38 @@ def hashed(rounds: int, loops: int) -> None:
     print(f"hashed_together_vs_one_by_one: {ratio:.2f}")
 
 
+SPARSE_BATCH = 1_000  # instances in the sparse batch
+
+
+def sparse(rounds: int, loops: int) -> None:
+    space = InputSpace([0, 1], attributes={"n_features": N_FEATURES, "constant_attribute": True})
+    rows = [orjson.loads(x) for x in Stream.sparse(SPARSE_BATCH, N_FEATURES, 0).instances]
+    for x, y in zip(space.encode_each(rows, "attributes"), rows, strict=True):
+        want = space.encode(y, "attributes")  # the same instances
+        assert np.array_equal(x.indices, want.indices) and np.array_equal(x.values, want.values)
+    one = rows[:1]
+    for what, batch, batch_loops in (("one", one, loops), ("batch", rows, max(1, loops // 50))):
+        got = _best(
+            {
+                "compiled": lambda b=batch: space.encode_each(b, "attributes"),
+                "encode": lambda b=batch: [space.encode(r, "attributes") for r in b],
+            },
+            rounds,
+            batch_loops,
+        )
+        for side, times in got.items():
+            per = min(times) / len(batch) * 1e6
+            print(f"sparse_{what}_{side}_us_per_instance: {per:.2f}{_spread(times)}")
+        print(f"sparse_{what}_vs_encode: {min(got['encode']) / min(got['compiled']):.2f}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="few loops, two rounds")
     args = parser.parse_args(argv)
     rounds, loops = (2, 3) if args.quick else (5, 200)
     hashed(rounds, loops)
+    sparse(rounds, loops)
     ratios = [fusion(shape, rounds, loops) for shape in FUSION_SHAPES]
     print(f"batch_read_vs_parsed: {min(ratios):.2f}")
 

@@ -13,6 +13,11 @@ EXPECTED = [
     "hashed_one_by_one_us_per_instance",
     "hashed_together_vs_one_by_one",
     *(
+        f"sparse_{what}_{name}"
+        for what in ("one", "batch")
+        for name in ("compiled_us_per_instance", "encode_us_per_instance", "vs_encode")
+    ),
+    *(
         f"{name}_{shape}"
         for shape in ("6x10", "25x5")
         for name in ("one_pass", "parsed", "batch_read_vs_parsed")
