@@ -959,6 +959,8 @@ class ModelStore:
         for (trial_id, y), r in zip(items, reply[4], strict=True):
             status = _text(r[0])
             if status == "ok":
+                if len(r) != 5 or not all(isinstance(v, bytes) for v in r[3:]):
+                    raise CorruptData(f"model {name!r}: label of {trial_id!r}: reply {r!r:.200}")
                 seq = _int(r[2], "seq")
                 out.append(LabelResult("ok", _int(r[1], "prediction"), seq))
                 t = trial_id.encode()

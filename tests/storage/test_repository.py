@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -565,6 +566,17 @@ async def test_a_label_call_gives_back_the_entries_it_appended_as_the_log_holds_
     sync, got = await store.label("m", inc, 6, fold=b"", limit=2, items=[("t4", 1)])
     assert got[0].seq == 10 == sync.version
     assert entries(sync) == await store.read_log("m", 6, 2) and len(sync.entries) == 2
+
+
+@pytest.mark.parametrize("result", ["{'ok', '0', '1'}", "{'ok', '0', '1', 5, ''}"])
+async def test_a_label_reply_without_its_entrys_fields_is_refused(
+    store: ModelStore, result: str
+) -> None:
+    inc = await create(store)
+    text = f"return {{'ok', '1', '0', {{}}, {{{result}}}}}"  # a script that lost them
+    store._scripts["LABEL"] = (hashlib.sha1(text.encode()).hexdigest(), text)
+    with pytest.raises(CorruptData, match="label of 't1'"):
+        await store.label("m", inc, 0, fold=b"", limit=10, items=[("t1", 1)])
 
 
 async def test_a_large_batch_is_pending_and_labelled_whole(store: ModelStore) -> None:
