@@ -46,8 +46,6 @@ __all__ = [
 ]
 
 _NUMBER_TYPES = frozenset({float, int})
-_POW10 = 10 ** np.arange(19, dtype=np.int64)
-_COMMA = ord(",")
 
 
 def sparse_attributes(
@@ -81,6 +79,7 @@ def dense_attributes(rows: Sequence[list[Any]], d: int, constant: bool) -> list[
         if val is None:
             return None
         counts = np.full(n, d, dtype=np.int64)
+        # every index once per row: distinct, so the pass cannot refuse them
         _, idx, val, ptr, _, low, high = sparse_rows(
             counts, np.tile(np.arange(d, dtype=np.int64), n), val, d, constant
         )
