@@ -353,14 +353,6 @@ def _fold_keys(k: Keys, incarnation: str, fold: bytes) -> list[str]:
         ) from None
 
 
-def _seq_of_last(entries: list[RawEntry], known: int) -> int:
-    """The seq of the last of ``entries`` (log entries after ``known``); ``known`` for none."""
-    if not entries:
-        return known
-    head = entries[-1][0].split(b"-", 1)[0]
-    return int(head) if head.isdigit() else -1
-
-
 def _int(v: Any, what: str) -> int:
     if isinstance(v, int):
         return v
@@ -974,8 +966,9 @@ class ModelStore:
             else:
                 out.append(LabelResult(status))
         sync = self._sync(reply, stamp)
-        if own and sync.version - len(own) == _seq_of_last(sync.entries, known):
-            # else the caller reads the rest of the log, these included
+        # the log's seqs run without a gap: the entries reach the first appended one
+        # unless the limit cut them short (then the caller reads the rest, these included)
+        if own and len(sync.entries) == sync.version - len(own) - known:
             sync = replace(sync, entries=sync.entries + own)
         return sync, out
 
