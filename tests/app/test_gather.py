@@ -203,18 +203,24 @@ def test_concurrent_statistics_reads_share_redis_reads_and_each_sees_what_came_b
         with httpx.Client(base_url=server.url) as c:
             assert c.post("/v1/models", json=model).status_code == 201
 
-        async def reads() -> list[Any]:
-            async with httpx.AsyncClient(
-                base_url=server.url, limits=httpx.Limits(max_connections=n)
-            ) as c:
-                got = await asyncio.gather(*(c.get("/v1/models/s/stats") for _ in range(n)))
-                return [r.json() for r in got]
+        async def reads() -> list[int]:
+            """Script calls of each of 3 bursts of n concurrent reads. How many reads
+            overlap depends on how the client and the server (threads of one process)
+            take turns: a busy machine can spread one burst out, rarely three."""
+            calls = []
+            for _ in range(3):
+                async with httpx.AsyncClient(
+                    base_url=server.url, limits=httpx.Limits(max_connections=n)
+                ) as c:
+                    before = evalsha_calls(redis_url)
+                    got = await asyncio.gather(*(c.get("/v1/models/s/stats") for _ in range(n)))
+                    calls.append(evalsha_calls(redis_url) - before)
+                    answers = [r.json() for r in got]
+                    assert all(a["name"] == "s" and a["learned"] == 0 for a in answers)
+            return calls
 
-        before = evalsha_calls(redis_url)
-        answers = asyncio.run(reads())
-        calls = evalsha_calls(redis_url) - before
-        assert all(a["name"] == "s" and a["learned"] == 0 for a in answers)
-        assert calls <= n // 4, calls  # one read each would be n
+        calls = asyncio.run(reads())
+        assert min(calls) <= n // 4, calls  # one read each would be n in every burst
 
         acked = 0  # learns answered so far
 
