@@ -245,8 +245,8 @@ class LiveModel:
 
     def predict(self, x: Attributes | Experts) -> tuple[int, np.ndarray]:
         """The predicted class and per-label scores of the current hypothesis."""
-        c = self.space.class_of(self.learner.predict(x))
-        return c, np.asarray(self.learner.scores(x), dtype=np.float64)
+        c, s = self.learner.decide(x)  # the learner's classes are the space's, in order
+        return c, np.asarray(s, dtype=np.float64)
 
     # -- the log ----------------------------------------------------------------------
 

@@ -283,6 +283,11 @@ class Learner:
     def predict(self, x: Any) -> Label:
         return self.labels[self._predict(self.coerce(x))]
 
+    def decide(self, x: Any) -> tuple[int, np.ndarray]:
+        """The class index of :meth:`predict`'s label and :meth:`scores`, ``x`` checked
+        once."""
+        return self._decide(self.coerce(x))
+
     def learn(self, x: Any, y: Label) -> Outcome:
         """Predict ``x``, compare with ``y`` and apply the update rule."""
         predicted, updated = self.trial(x, y)
@@ -364,6 +369,9 @@ class Learner:
 
     def _predict(self, x: Any) -> int:
         return int(argmax_first(self._scores(x)))
+
+    def _decide(self, x: Any) -> tuple[int, np.ndarray]:
+        return self._predict(x), self._scores(x)
 
     def _scratch(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """This learner's scratch space for a compiled trial over m non-zeros."""

@@ -15,6 +15,7 @@ from models.core.state import InvalidState
 from models.kernels import committee as kernel
 from models.kernels import families as fam
 from models.kernels.common import (
+    argmax_first,
     linear_max_predict,
     linear_max_scores,
 )
@@ -121,6 +122,10 @@ class Committee(MulticlassLearner):
 
     def _predict(self, x: Experts) -> int:
         return int(linear_max_predict(self.r_, x.expert, x.cls, x.value, len(self.labels)))
+
+    def _decide(self, x: Experts) -> tuple[int, np.ndarray]:
+        s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
+        return int(argmax_first(s)), s / self.scalars_[0]
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
         wf, wi = self._scratch(x.expert.shape[0])

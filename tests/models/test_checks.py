@@ -439,7 +439,7 @@ def test_committee_snapshot_agrees_at_a_tie() -> None:
     assert learner.snapshot().predict(x) == learner.predict(x)
 
 
-# -- predict is the arg-max of the scores ----------------------------------------------------
+# -- predict is the arg-max of the scores; decide gives both -----------------------------
 
 
 def test_predict_is_argmax_of_scores(case: Any) -> None:
@@ -453,6 +453,9 @@ def test_predict_is_argmax_of_scores(case: Any) -> None:
             zero_margins += 1
             expected = case.labels[1]  # a strict learner predicts the second label at margin 0
         assert learner.predict(x) == expected
+        c, scores = learner.decide(x)
+        assert case.labels[c] == expected
+        np.testing.assert_array_equal(scores, s)
         learner.learn(x, y)
     if case.strict:
         assert zero_margins > 0, "the stream never reached a zero margin"
