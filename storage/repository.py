@@ -353,6 +353,31 @@ def _fold_keys(k: Keys, incarnation: str, fold: bytes) -> list[str]:
         ) from None
 
 
+# a trial script's per-item results: each status it writes and the length of the result
+_RESULTS = {
+    "PREDICT": {b"ok": 1, b"existing": 4, b"conflict": 1, b"full": 1, b"invalid": 1},
+    "LABEL": {b"ok": 5, b"repeat": 4, b"conflict": 2, b"expired": 1, b"unknown": 1, b"invalid": 1},
+    "LEARN": {b"ok": 2, b"repeat": 5, b"mismatch": 1},
+}
+
+
+def _results(script: str, name: str, reply: list[Any], n: int) -> list[list[Any]]:
+    """The ``n`` per-item results of a trial script's ``{'ok', version, folded, entries,
+    results}`` reply, each a status the script writes, of the length it writes it with;
+    else :class:`CorruptData`."""
+    shapes = _RESULTS[script]
+    got = reply[4] if len(reply) == 5 else None
+    if type(got) is list and len(got) == n:
+        for r in got:
+            if type(r) is not list or not r or type(r[0]) is not bytes:
+                break
+            if shapes.get(r[0]) != len(r):
+                break
+        else:
+            return got
+    raise CorruptData(f"model {name!r}: script {script} replied {reply!r:.200}: not its results")
+
+
 def _int(v: Any, what: str) -> int:
     if isinstance(v, int):
         return v
@@ -873,7 +898,9 @@ class ModelStore:
 
     @staticmethod
     def _sync(reply: list[Any], stamp: str = "") -> Sync:
-        entries = reply[3]
+        entries = reply[3] if len(reply) > 3 else None
+        if type(entries) is not list:
+            raise CorruptData(f"a script replied {reply!r:.200}: no log entries where expected")
         return Sync(_int(reply[1], "version"), _int(reply[2], "folded"), list(entries), stamp)
 
     async def sync(
@@ -918,8 +945,10 @@ class ModelStore:
         if reply[0] == b"stale":
             return sync, None
         out = []
-        for r in reply[4]:
+        for r in _results("PREDICT", name, reply, len(items)):
             if r[0] == b"existing":
+                if type(r[2]) is not bytes:
+                    raise CorruptData(f"model {name!r}: a pending trial's scores are {r[2]!r:.50}")
                 out.append(
                     PredictResult("existing", _int(r[1], "prediction"), r[2], _int(r[3], "version"))
                 )
@@ -948,10 +977,10 @@ class ModelStore:
         reply = await self._run("LABEL", name, keys, args)
         out = []
         own: list[RawEntry] = []  # the entries this call appended, as XADD wrote them
-        for (trial_id, y), r in zip(items, reply[4], strict=True):
+        for (trial_id, y), r in zip(items, _results("LABEL", name, reply, len(items)), strict=True):
             status = _text(r[0])
             if status == "ok":
-                if len(r) != 5 or not all(isinstance(v, bytes) for v in r[3:]):
+                if not all(isinstance(v, bytes) for v in r[3:]):
                     raise CorruptData(f"model {name!r}: label of {trial_id!r}: reply {r!r:.200}")
                 seq = _int(r[2], "seq")
                 out.append(LabelResult("ok", _int(r[1], "prediction"), seq))
@@ -1002,7 +1031,7 @@ class ModelStore:
         keys += _fold_keys(k, incarnation, fold)
         reply = await self._run("LEARN", name, keys, args)
         out = []
-        for r in reply[4]:
+        for r in _results("LEARN", name, reply, len(groups)):
             status = _text(r[0])
             if status == "ok":
                 out.append(LearnResult("ok", _int(r[1], "first seq")))

@@ -575,8 +575,50 @@ async def test_a_label_reply_without_its_entrys_fields_is_refused(
     inc = await create(store)
     text = f"return {{'ok', '1', '0', {{}}, {{{result}}}}}"  # a script that lost them
     store._scripts["LABEL"] = (hashlib.sha1(text.encode()).hexdigest(), text)
-    with pytest.raises(CorruptData, match="label of 't1'"):
+    with pytest.raises(CorruptData, match="label of 't1'|not its results"):
         await store.label("m", inc, 0, fold=b"", limit=10, items=[("t1", 1)])
+
+
+# replies a trial script does not write: a status it has not, a result cut short or
+# missing, results without the entries before them
+_BROKEN_REPLIES = [
+    ("PREDICT", "{'ok', '1', '0', {}, {{'maybe'}}}"),
+    ("PREDICT", "{'ok', '1', '0', {}, {{'existing', '1'}}}"),
+    ("PREDICT", "{'ok', '1', '0', {}, {{'existing', '1', 7, '1'}}}"),
+    ("PREDICT", "{'ok', '1', '0', {}, {}}"),
+    ("LABEL", "{'ok', '1', '0', {}, {{'repeat', '0'}}}"),
+    ("LABEL", "{'ok', '1', '0', {}, {{'unknown'}, {'unknown'}}}"),
+    ("LABEL", "{'ok', '1', '0', {}, {{{'ok'}}}}"),
+    ("LEARN", "{'ok', '1', '0', {}, {{'ok'}}}"),
+    ("LEARN", "{'ok', '1', '0', {}, 3}"),
+    ("LEARN", "{'ok', '1', '0'}"),
+]
+
+
+@pytest.mark.parametrize(("script", "reply"), _BROKEN_REPLIES)
+async def test_a_trial_reply_not_of_its_scripts_shape_is_refused(
+    store: ModelStore, script: str, reply: str
+) -> None:
+    inc = await create(store)
+    text = f"return {reply}"
+    store._scripts[script] = (hashlib.sha1(text.encode()).hexdigest(), text)
+    with pytest.raises(CorruptData, match=r"model 'm'|a script replied"):
+        if script == "PREDICT":
+            await store.predict(
+                "m",
+                inc,
+                0,
+                strict=True,
+                ttl_ms=60_000,
+                fold=b"",
+                limit=10,
+                most_pending=10,
+                items=[("t1", x_bytes(1), 1, b"\x00" * 16)],
+            )
+        elif script == "LABEL":
+            await store.label("m", inc, 0, fold=b"", limit=10, items=[("t1", 1)])
+        else:
+            await learn(store, "m", inc, 0, items=[(x_bytes(1), 1)])
 
 
 async def test_a_large_batch_is_pending_and_labelled_whole(store: ModelStore) -> None:
