@@ -575,7 +575,7 @@ async def test_a_label_reply_without_its_entrys_fields_is_refused(
     inc = await create(store)
     text = f"return {{'ok', '1', '0', {{}}, {{{result}}}}}"  # a script that lost them
     store._scripts["LABEL"] = (hashlib.sha1(text.encode()).hexdigest(), text)
-    with pytest.raises(CorruptData, match="label of 't1'|not its results"):
+    with pytest.raises(CorruptData, match=r"label of 't1'|not its results"):
         await store.label("m", inc, 0, fold=b"", limit=10, items=[("t1", 1)])
 
 
