@@ -27,7 +27,7 @@ from models.core.params import InvalidParameter
 from models.core.state import InvalidState
 from models.inputs.space import InputSpace
 from models.registry import build, kind_of
-from storage.codec import decode_entry, entry_kind, entry_stamp, fold_id
+from storage.codec import LogEntry, decode_entries, decode_entry, entry_kind, entry_stamp, fold_id
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync, with_space
 
@@ -251,16 +251,24 @@ class LiveModel:
     # -- the log ----------------------------------------------------------------------
 
     def apply(self, entries: Iterable[RawEntry]) -> None:
-        """Replay log entries in order, skipping those already applied."""
-        for entry_id, fields in entries:
+        """Replay log entries in order, skipping those already applied. The entries up to
+        the next change of the input are decoded together, against the input as it is."""
+        entries = entries if isinstance(entries, list) else list(entries)
+        decoded: dict[int, LogEntry | CorruptData] = {}
+        for at, (entry_id, fields) in enumerate(entries):
             seq = _seq_of(entry_id)
             if seq <= self.version:
                 continue
             if seq != self.version + 1:
                 raise LogGap(f"model {self.name!r}: log entry {seq} after {self.version}")
+            if at not in decoded:
+                decoded = self._decoded(entries, at)
             try:
                 stamp = entry_stamp(fields)
-                e = decode_entry(entry_id, fields, self.size, self.k)
+                got = decoded.pop(at)
+                if isinstance(got, CorruptData):
+                    raise got
+                e = got
             except CorruptData as exc:
                 self._quarantine(seq, exc)
                 self.stamp = ""  # unknown: the next call is not checked against it
@@ -273,6 +281,16 @@ class LiveModel:
                 self._replay(e.seq, e.x, e.y, e.predicted, e.trial_id)
             self.stamp = stamp
         self.synced_at = time.monotonic()
+
+    def _decoded(self, entries: list[RawEntry], at: int) -> dict[int, LogEntry | CorruptData]:
+        """The entries from ``at`` on up to the next change entry (or that one alone),
+        decoded together, by their place in ``entries``."""
+        end = at + 1
+        if entry_kind(entries[at][1]) != b"c":
+            while end < len(entries) and entry_kind(entries[end][1]) != b"c":
+                end += 1
+        got = decode_entries(entries[at:end], self.size, self.k)
+        return dict(enumerate(got, at))
 
     def grow_through(self, entries: Iterable[RawEntry]) -> None:
         """Apply only the change entries among ``entries`` (after this model's version):

@@ -188,7 +188,20 @@ def _payloads(space: InputSpace, n: int, rng: np.random.Generator) -> list[dict[
 
 
 def _as_logged(x: Attributes | Experts) -> Attributes | Experts:
-    """``x`` rebuilt from int32 indices, as a worker decodes it from the trial log."""
+    """``x`` rebuilt from int32 indices, as a worker decodes it from the trial log: from
+    the bytes of the entries of a replay, several together, and alone."""
+    # the blocks after a one-byte tag, read from bytes as the log's reply holds them
+    if isinstance(x, Attributes):
+        blocks = [x.indices.astype(np.int32), x.values]
+    else:
+        blocks = [x.expert.astype(np.int32), x.cls.astype(np.int32), x.value]
+    body = b"".join(a.tobytes() for a in blocks)
+    buf = np.frombuffer(b"T" + body, np.uint8)
+    at, counts = np.ones(1, dtype=np.int64), np.full(1, len(blocks[0]), dtype=np.int64)
+    if isinstance(x, Attributes):
+        Attributes.many_from_blocks(buf, at, counts)
+    else:
+        Experts.many_from_blocks(buf, at, counts, max(x.n_classes, 1))
     # read-only, as arrays over the stored bytes are (numba compiles for each kind)
     if isinstance(x, Attributes):
         idx, val = (

@@ -9,6 +9,8 @@ sub-experts. Everything read back is validated as strictly as user input and rai
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -19,8 +21,10 @@ from storage.errors import CorruptData
 __all__ = [
     "MAX_CHANGE",
     "LogEntry",
+    "decode_entries",
     "decode_entry",
     "decode_instance",
+    "decode_instances",
     "encode_instance",
     "entry_kind",
     "entry_stamp",
@@ -84,6 +88,53 @@ def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Expe
     if top > size:
         raise CorruptData(f"instance has coordinate {top - 1}, beyond the model's {size}")
     return x
+
+
+# the blocks are read in native byte order: the compiled pass serves where that is the
+# stored one's (little-endian)
+_NATIVE = sys.byteorder == "little"
+_PER = {ord("A"): 12, ord("E"): 16}  # bytes per entry of each tag
+
+
+def decode_instances(
+    data: Sequence[bytes], size: int, n_classes: int
+) -> list[Attributes | Experts | CorruptData]:
+    """:func:`decode_instance` of each of ``data``, or the error it raises. Those of one
+    tag, of whole entries and kept in order (as :func:`encode_instance` writes them) are
+    read together in one compiled pass; any other is decoded alone, which says what is
+    wrong with it."""
+    out: list[Attributes | Experts | CorruptData | None] = [None] * len(data)
+    if _NATIVE:
+        for tag, per in _PER.items():
+            todo = [
+                t
+                for t, d in enumerate(data)
+                if type(d) is bytes and len(d) > 1 and d[0] == tag and (len(d) - 1) % per == 0
+            ]
+            if not todo:
+                continue
+            text = b"".join([data[t] for t in todo])
+            lengths = np.fromiter((len(data[t]) for t in todo), np.int64, len(todo))
+            starts = np.cumsum(lengths) - lengths + 1
+            counts = (lengths - 1) // per
+            buf = np.frombuffer(text, np.uint8)
+            got: Sequence[Attributes | Experts | None] = (
+                Attributes.many_from_blocks(buf, starts, counts)
+                if per == 12
+                else Experts.many_from_blocks(buf, starts, counts, n_classes)
+            )
+            for t, x in zip(todo, got, strict=True):
+                if x is not None and x.size <= size:
+                    out[t] = x
+    done: list[Attributes | Experts | CorruptData] = []
+    for t, kept in enumerate(out):
+        if kept is None:
+            try:
+                kept = decode_instance(data[t], size, n_classes)
+            except CorruptData as e:
+                kept = e
+        done.append(kept)
+    return done
 
 
 def fold_id(key: str) -> str:
@@ -185,8 +236,43 @@ def _index(value: object, high: int) -> int:
     return -1
 
 
-def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int) -> LogEntry:
-    """Decode one stream entry as returned by XRANGE (id, flat field list)."""
+def decode_entries(
+    entries: Sequence[tuple[bytes, list[bytes]]], size: int, n_classes: int
+) -> list[LogEntry | CorruptData]:
+    """:func:`decode_entry` of each entry, or the error it raises; their instances
+    decoded together (:func:`decode_instances`)."""
+    found = [(t, x) for t, (_, f) in enumerate(entries) if (x := _last(f, b"x")) is not None]
+    decoded = decode_instances([x for _, x in found], size, n_classes)
+    xs = {t: d for (t, _), d in zip(found, decoded, strict=True)}
+    out: list[LogEntry | CorruptData] = []
+    for t, (entry_id, fields) in enumerate(entries):
+        try:
+            out.append(decode_entry(entry_id, fields, size, n_classes, xs.get(t)))
+        except CorruptData as e:
+            out.append(e)
+    return out
+
+
+def _last(fields: list[bytes], name: bytes) -> bytes | None:
+    """The value of the last field ``name`` of a flat field list (as a dict of it
+    keeps), None when there is none or the list is odd."""
+    if len(fields) % 2:
+        return None
+    for i in range(len(fields) - 2, -1, -2):
+        if fields[i] == name:
+            return fields[i + 1]
+    return None
+
+
+def decode_entry(
+    entry_id: bytes,
+    fields: list[bytes],
+    size: int,
+    n_classes: int,
+    x: Attributes | Experts | CorruptData | None = None,
+) -> LogEntry:
+    """Decode one stream entry as returned by XRANGE (id, flat field list); ``x``: its
+    instance (field ``x``) decoded already, or the error decoding it raised."""
     ms, _, tail = entry_id.partition(b"-")
     seq = _index(ms, 2**62) if tail == b"0" else -1
     if seq < 1:
@@ -209,7 +295,10 @@ def decode_entry(entry_id: bytes, fields: list[bytes], size: int, n_classes: int
         return LogEntry(seq, "change", None, 0, None, "", change)
     if kind not in (b"l", b"n") or b"x" not in f or b"y" not in f:
         raise CorruptData(f"log entry {seq}: expected fields k (l or n), x and y")
-    x = decode_instance(f[b"x"], size, n_classes)
+    if x is None:
+        x = decode_instance(f[b"x"], size, n_classes)
+    elif isinstance(x, CorruptData):
+        raise x
     y = _index(f[b"y"], n_classes - 1)
     if y < 0:
         y = parse_int(f[b"y"], f"log entry {seq} label", 0, n_classes - 1)

@@ -20,7 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from models.kernels.instances import ascending_attributes, ascending_experts
+from models.kernels.instances import (
+    ascending_attributes,
+    ascending_experts,
+    blocks_attributes,
+    blocks_experts,
+)
 
 __all__ = [
     "AttributeBatch",
@@ -152,6 +157,32 @@ class Attributes:
         idx.flags.writeable = False
         val.flags.writeable = False
         return obj
+
+    @classmethod
+    def many_from_blocks(
+        cls, buf: np.ndarray, starts: np.ndarray, counts: np.ndarray
+    ) -> list[Attributes | None]:
+        """The instances held in the bytes ``buf`` (a uint8 array) as blocks: instance
+        ``t`` from ``starts[t]`` on as ``counts[t]`` int32 indices, then as many float64
+        values, in native byte order. Each as :meth:`ascending` gives it, read in one
+        compiled pass: None for one that is not kept so."""
+        idx, val, ptr, ok, sizes, low, high = blocks_attributes(buf, starts, counts)
+        idx.flags.writeable = False
+        val.flags.writeable = False
+        bounds = ptr.tolist()
+        out: list[Attributes | None] = []
+        for t, (good, s, lo, hi) in enumerate(
+            zip(ok.tolist(), sizes.tolist(), low.tolist(), high.tolist(), strict=True)
+        ):
+            if not good:
+                out.append(None)
+                continue
+            x = cls.__new__(cls)
+            a, b = bounds[t], bounds[t + 1]
+            x.indices, x.values = idx[a:b], val[a:b]
+            x.size, x.low, x.high = s, lo, hi
+            out.append(x)
+        return out
 
     @classmethod
     def _trusted(cls, idx: np.ndarray, val: np.ndarray) -> Attributes:
@@ -344,6 +375,40 @@ class Experts:
         for a in (e, c, v):
             a.flags.writeable = False
         return obj
+
+    @classmethod
+    def many_from_blocks(
+        cls, buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, k: int
+    ) -> list[Experts | None]:
+        """The instances held in the bytes ``buf`` (a uint8 array) as blocks: instance
+        ``t`` from ``starts[t]`` on as ``counts[t]`` int32 experts, as many int32
+        classes, then as many float64 votes, in native byte order. Each as
+        :meth:`ascending` gives it, read in one compiled pass: None for one that is not
+        kept so."""
+        e, c, v, ptr, ok, sizes, classes, low, high = blocks_experts(buf, starts, counts, k)
+        for arr in (e, c, v):
+            arr.flags.writeable = False
+        bounds = ptr.tolist()
+        out: list[Experts | None] = []
+        for t, (good, s, n_classes, lo, hi) in enumerate(
+            zip(
+                ok.tolist(),
+                sizes.tolist(),
+                classes.tolist(),
+                low.tolist(),
+                high.tolist(),
+                strict=True,
+            )
+        ):
+            if not good:
+                out.append(None)
+                continue
+            x = cls.__new__(cls)
+            a, b = bounds[t], bounds[t + 1]
+            x.expert, x.cls, x.value = e[a:b], c[a:b], v[a:b]
+            x.size, x.n_classes, x.low, x.high = s, n_classes, lo, hi
+            out.append(x)
+        return out
 
     def _set(self, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None) -> None:
         self.expert, self.cls, self.value = e, c, v

@@ -7,7 +7,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["ascending_attributes", "ascending_experts", "digit_keys", "sparse_rows", "vote_rows"]
+__all__ = [
+    "ascending_attributes",
+    "ascending_experts",
+    "blocks_attributes",
+    "blocks_experts",
+    "digit_keys",
+    "sparse_rows",
+    "vote_rows",
+]
 
 
 @njit(cache=True, nogil=True)
@@ -193,3 +201,97 @@ def vote_rows(
     for t in range(n):
         ptr[t + 1] += ptr[t]
     return e, c_out, v, ptr, sizes, classes, low, high
+
+
+@njit(cache=True, nogil=True)
+def blocks_experts(
+    buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, k: int
+) -> tuple[np.ndarray, ...]:
+    """``(e, c, v, ptr, ok, sizes, classes, low, high)``: the expert instances held in
+    the bytes ``buf`` as blocks, instance ``t`` from ``starts[t]`` on as ``counts[t]``
+    int32 experts, as many int32 classes, then as many float64 votes (native order).
+    Their triples as int64 and float64, instance ``t``'s at ``ptr[t]:ptr[t + 1]``, with
+    its extent, classes and value range; ``ok[t]`` as :func:`ascending_experts` tells
+    for one (the rest of an instance that is not ok is left unset)."""
+    n = starts.size
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for t in range(n):
+        ptr[t + 1] = ptr[t] + counts[t]
+    out_e = np.empty(ptr[n], dtype=np.int64)
+    out_c = np.empty(ptr[n], dtype=np.int64)
+    out_v = np.empty(ptr[n], dtype=np.float64)
+    ok = np.zeros(n, dtype=np.bool_)
+    sizes = np.zeros(n, dtype=np.int64)
+    classes = np.zeros(n, dtype=np.int64)
+    low = np.zeros(n)
+    high = np.zeros(n)
+    limit = (2**62) // max(k, 1)  # e * k + c stays within int64
+    for t in range(n):
+        m, s, p = counts[t], starts[t], ptr[t]
+        e = buf[s : s + 4 * m].view(np.int32)
+        c = buf[s + 4 * m : s + 8 * m].view(np.int32)
+        v = buf[s + 8 * m : s + 16 * m].view(np.float64)
+        top, lo, hi, previous, good = 0, np.inf, -np.inf, -1, True
+        for i in range(m):
+            ei, ci, vi = int(e[i]), int(c[i]), float(v[i])
+            key = ei * k + ci
+            if ei < 0 or ei >= limit or ci < 0 or ci >= k or vi == 0.0 or not np.isfinite(vi):
+                good = False
+                break
+            if key <= previous:
+                good = False
+                break
+            previous = key
+            out_e[p + i], out_c[p + i], out_v[p + i] = ei, ci, vi
+            if ci >= top:
+                top = ci + 1
+            if vi < lo:
+                lo = vi
+            if vi > hi:
+                hi = vi
+        if good:
+            ok[t] = True
+            if m:
+                sizes[t], classes[t], low[t], high[t] = out_e[p + m - 1] + 1, top, lo, hi
+    return out_e, out_c, out_v, ptr, ok, sizes, classes, low, high
+
+
+@njit(cache=True, nogil=True)
+def blocks_attributes(
+    buf: np.ndarray, starts: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """``(idx, val, ptr, ok, sizes, low, high)``: the attribute instances held in the
+    bytes ``buf`` as blocks, instance ``t`` from ``starts[t]`` on as ``counts[t]`` int32
+    indices, then as many float64 values (native order); as :func:`blocks_experts` gives
+    expert instances, ``ok[t]`` as :func:`ascending_attributes` tells for one."""
+    n = starts.size
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for t in range(n):
+        ptr[t + 1] = ptr[t] + counts[t]
+    out_i = np.empty(ptr[n], dtype=np.int64)
+    out_v = np.empty(ptr[n], dtype=np.float64)
+    ok = np.zeros(n, dtype=np.bool_)
+    sizes = np.zeros(n, dtype=np.int64)
+    low = np.zeros(n)
+    high = np.zeros(n)
+    for t in range(n):
+        m, s, p = counts[t], starts[t], ptr[t]
+        idx = buf[s : s + 4 * m].view(np.int32)
+        val = buf[s + 4 * m : s + 12 * m].view(np.float64)
+        lo, hi, previous, good = np.inf, -np.inf, -1, True
+        for j in range(m):
+            i, x = int(idx[j]), float(val[j])
+            if i <= previous or i >= 2**62 or x == 0.0 or not np.isfinite(x):
+                good = False
+                break
+            previous = i
+            out_i[p + j], out_v[p + j] = i, x
+            if x < lo:
+                lo = x
+            if x > hi:
+                hi = x
+        if good:
+            ok[t] = True
+            if m:
+                sizes[t], low[t], high[t] = out_i[p + m - 1] + 1, lo, hi
+    return out_i, out_v, ptr, ok, sizes, low, high

@@ -7,6 +7,7 @@ import pytest
 
 from app import live
 from app.live import LiveModel
+from storage.codec import encode_instance
 from storage.repository import Sync
 
 CONFIG = {
@@ -44,3 +45,44 @@ def test_outcomes_are_sent_once_and_again_when_unacknowledged(
     assert payload(m) == [3, 4]
     m.acknowledge(Sync(version=4, folded=4, entries=[]))
     assert m.unfolded == {} and payload(m) == []
+
+
+FUSION = {
+    "labels": ["a", "b", "c"],
+    "input": {"experts": {"expert_names": ["e0", "e1", "e2"]}},
+    "learner": {"kind": "committee"},
+    "label_ttl": 60.0,
+}
+
+
+def test_entries_applied_together_are_applied_as_one_by_one_across_a_change() -> None:
+    """Entries replayed in one call are decoded together up to a change of the input,
+    and those after it against the input it made: a vote of the expert it added is the
+    model's, not a fault; a corrupt entry is quarantined alike."""
+    m = LiveModel("m", "inc", FUSION)
+    votes = [{"e0": "a", "e1": "b", "e2": "c"}, {"e1": "c", "e2": "c"}, {"e0": "b"}]
+    before = [encode_instance(m.encode({"experts": v})) for v in votes]
+    grown = LiveModel("m", "inc", FUSION)
+    grown.take_change(1, orjson.dumps({"experts": {"add": ["e3"]}}))
+    after = encode_instance(grown.encode({"experts": {"e3": "b", "e0": "a"}}))
+    log = [
+        *[
+            (b"%d-0" % (t + 1), [b"k", b"n", b"x", x, b"y", b"%d" % t])
+            for t, x in enumerate(before)
+        ],
+        (b"4-0", [b"k", b"n", b"x", b"E" + b"\x00" * 15, b"y", b"0"]),  # corrupt
+        (b"5-0", [b"k", b"c", b"c", orjson.dumps({"experts": {"add": ["e3"]}})]),
+        (b"6-0", [b"k", b"n", b"x", after, b"y", b"1"]),
+        (b"7-0", [b"k", b"n", b"x", before[0], b"y", b"2"]),
+    ]
+    together, alone = LiveModel("m", "inc", FUSION), LiveModel("m", "inc", FUSION)
+    together.apply(log)
+    for entry in log:
+        alone.apply([entry])
+    assert together.version == alone.version == 7
+    assert together.quarantined == alone.quarantined == 1  # the corrupt one alone
+    assert together.size == alone.size == 4
+    assert orjson.dumps(together.learner.export_state()) == orjson.dumps(
+        alone.learner.export_state()
+    )
+    assert together.learner.trials_ == 5

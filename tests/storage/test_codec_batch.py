@@ -1,0 +1,144 @@
+"""Instances and log entries decoded together are decoded as one by one, errors included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from models.core.instance import Attributes, Experts
+from storage.codec import (
+    LogEntry,
+    decode_entries,
+    decode_entry,
+    decode_instance,
+    decode_instances,
+)
+from storage.errors import CorruptData
+
+VALUES = st.sampled_from([1.0, -2.5, 0.25, 3e300, 0.0, float("nan"), float("inf")])
+GOOD = st.sampled_from([1.0, -2.5, 0.25, 3e300])
+# what may be wrong with an instance kept in order: one value, or a repeated place
+FLAWS = st.sampled_from([None, None, 0.0, float("nan"), float("-inf"), "repeat"])
+
+
+@st.composite
+def stored(draw: Any, size: int = 6, k: int = 4) -> bytes:
+    """The bytes of an instance as the log may hold them: mostly kept in order for a
+    model of ``size`` and ``k`` classes, with at most one flaw, else with any fault a
+    stored instance can have."""
+    tag = draw(st.sampled_from([b"E", b"E", b"A", b"A", b"Q", b""]))
+    m = draw(st.integers(0, 6))
+    top = max(size - 1, 0)
+    if draw(st.integers(0, 3)):  # kept in order
+        if tag == b"A":
+            places: list[Any] = sorted(draw(st.sets(st.integers(0, top), max_size=m)))
+        else:
+            pairs = st.tuples(st.integers(0, top), st.integers(0, k - 1))
+            places = sorted(draw(st.sets(pairs, max_size=m)))
+        values = [draw(GOOD) for _ in places]
+        flaw = draw(FLAWS)
+        if places and flaw is not None:
+            at = draw(st.integers(0, len(places) - 1))
+            if flaw == "repeat":
+                places.insert(at, places[at])
+                values.insert(at, 1.0)
+            else:
+                values[at] = flaw
+        arrays = [places] if tag == b"A" else [[p[0] for p in places], [p[1] for p in places]]
+    else:
+        arrays = [draw(st.lists(st.integers(-1, 8), min_size=m, max_size=m))]
+        if tag != b"A":
+            arrays.append(draw(st.lists(st.integers(-1, 4), min_size=m, max_size=m)))
+        values = draw(st.lists(VALUES, min_size=m, max_size=m))
+    body = b"".join(np.array(a, "<i4").tobytes() for a in arrays)
+    data = tag + body + np.array(values, "<f8").tobytes()
+    cut = draw(st.sampled_from([0, 0, 0, 1, -1]))
+    return data + b"\x00" if cut > 0 else data[:cut] if cut < 0 else data
+
+
+def same_instance(a: Any, b: Any) -> None:
+    assert type(a) is type(b)
+    if isinstance(a, CorruptData):
+        assert str(a) == str(b)
+        return
+    arrays = ("indices", "values") if isinstance(a, Attributes) else ("expert", "cls", "value")
+    for name in arrays:
+        u, v = getattr(a, name), getattr(b, name)
+        assert u.dtype == v.dtype and np.array_equal(u, v), name
+        assert not v.flags.writeable, name
+    scalars = ("size", "low", "high") + (("n_classes",) if isinstance(a, Experts) else ())
+    assert [getattr(a, s) for s in scalars] == [getattr(b, s) for s in scalars]
+
+
+def one(data: bytes, size: int, k: int) -> Attributes | Experts | CorruptData:
+    try:
+        return decode_instance(data, size, k)
+    except CorruptData as e:
+        return e
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(stored(), max_size=8), st.integers(0, 6), st.integers(1, 4))
+def test_instances_together_are_each_as_decoded_alone(data: list[bytes], size: int, k: int) -> None:
+    together = decode_instances(data, size, k)
+    assert len(together) == len(data)
+    for t, (d, got) in enumerate(zip(data, together, strict=True)):
+        try:
+            same_instance(one(d, size, k), got)
+        except AssertionError as e:
+            raise AssertionError(f"instance {t} ({d!r}): {e}") from None
+
+
+FIELDS = st.sampled_from(
+    [
+        [b"k", b"n", b"y", b"1"],
+        [b"k", b"l", b"t", b"t1", b"y", b"0", b"p", b"1", b"v", b"2"],
+        [b"k", b"l", b"y", b"1"],  # a label entry without p and t
+        [b"k", b"n", b"y", b"9"],  # a class the model has not
+        [b"k", b"r"],
+        [b"k", b"n"],  # no y
+    ]
+)
+
+
+@st.composite
+def entry(draw: Any) -> tuple[bytes, list[bytes]]:
+    fields = list(draw(FIELDS))
+    if draw(st.integers(0, 5)):
+        fields += [b"x", draw(stored())]
+    if not draw(st.integers(0, 7)):
+        fields += [b"x", draw(stored())]  # twice: the last one counts
+    if not draw(st.integers(0, 9)):
+        fields.append(b"odd")
+    return draw(st.sampled_from([b"5-0", b"6-0", b"x-0", b"7-1"])), fields
+
+
+def one_entry(e: tuple[bytes, list[bytes]], size: int, k: int) -> LogEntry | CorruptData:
+    try:
+        return decode_entry(*e, size, k)
+    except CorruptData as exc:
+        return exc
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(entry(), max_size=8), st.integers(0, 6), st.integers(2, 4))
+def test_entries_together_are_each_as_decoded_alone(
+    entries: list[tuple[bytes, list[bytes]]], size: int, k: int
+) -> None:
+    together = decode_entries(entries, size, k)
+    assert len(together) == len(entries)
+    for e, got in zip(entries, together, strict=True):
+        alone = one_entry(e, size, k)
+        assert type(alone) is type(got)
+        if isinstance(alone, CorruptData):
+            assert str(alone) == str(got)
+            continue
+        assert isinstance(got, LogEntry)
+        assert alone._replace(x=None) == got._replace(x=None)
+        if alone.x is None:
+            assert got.x is None
+        else:
+            same_instance(alone.x, got.x)
