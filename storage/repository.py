@@ -159,6 +159,11 @@ class LabelResult:
     label: int = -1  # the other label, for a conflict
 
 
+# the results that are a status alone, one of each (they are frozen)
+_BARE_PREDICT = {s.encode(): PredictResult(s) for s in ("ok", "conflict", "full", "invalid")}
+_BARE_LABEL = {s.encode(): LabelResult(s) for s in ("expired", "unknown", "invalid")}
+
+
 @dataclass(slots=True)
 class StoredModel:
     name: str
@@ -938,7 +943,8 @@ class ModelStore:
         args.append(most_pending)
         for trial_id, x, p, s in items:
             args += [trial_id, x, p, s]
-        trials = [k.trial(incarnation, t[0]) for t in items]
+        prefix = k.trial_prefix(incarnation)
+        trials = [prefix + t[0] for t in items]
         keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
         reply = await self._run("PREDICT", name, keys, args)
         sync = self._sync(reply)
@@ -953,7 +959,7 @@ class ModelStore:
                     PredictResult("existing", _int(r[1], "prediction"), r[2], _int(r[3], "version"))
                 )
             else:
-                out.append(PredictResult(_text(r[0])))
+                out.append(_BARE_PREDICT[r[0]])
         return sync, out
 
     async def label(
@@ -972,7 +978,8 @@ class ModelStore:
         args: list[Any] = [incarnation, position(known, seen, stamp), fold, limit]
         for trial_id, y in items:
             args += [trial_id, y]
-        trials = [k.trial(incarnation, t[0]) for t in items]
+        prefix = k.trial_prefix(incarnation)
+        trials = [prefix + t[0] for t in items]
         keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
         reply = await self._run("LABEL", name, keys, args)
         out = []
@@ -993,7 +1000,7 @@ class ModelStore:
             elif status == "conflict":
                 out.append(LabelResult("conflict", label=_int(r[1], "label")))
             else:
-                out.append(LabelResult(status))
+                out.append(_BARE_LABEL[r[0]])
         sync = self._sync(reply, stamp)
         # the log's seqs run without a gap: the entries reach the first appended one
         # unless the limit cut them short (then the caller reads the rest, these included)
