@@ -43,7 +43,10 @@ p50 / p99 latency of
 
 With each phase come the CPU microseconds per request of the server, of Redis and of the
 generator itself, and the cores every other process used, read from ``/proc`` over the
-window: on a 2-core machine these compete, so this says what bounds a figure. Each phase
+window: on a 2-core machine these compete, so this says what bounds a figure. A phase
+that watches Redis also says how often it forked (``*_redis_forks``): Redis rewrites its
+append-only file in a forked child once the file has grown enough, and a phase that
+meets a rewrite pays for it (the child's CPU shows among the other processes). Each phase
 starts once the machine is idle, so that what the last one left running (a snapshot,
 Redis rewriting its append-only file) does not land in it.
 
@@ -76,6 +79,7 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
+import redis as redis_py
 from _service_load import ID, Background, Plan, Result, busy_seconds
 from _service_load import run as run_plan
 
@@ -406,6 +410,10 @@ class Runner:
         self.patience = patience  # how long a phase waits for an idle machine
         self.client = "raw"
         self.results: dict[str, list[Result]] = {}
+        # Redis, when a phase watches it: how often it forked during each phase (an
+        # append-only file rewrite runs in a forked child and slows Redis meanwhile)
+        self.redis: redis_py.Redis | None = None
+        self.forks: dict[str, list[int | None]] = {}
 
     def __call__(
         self, name: str, server: Server, path: str, bodies: list[bytes], **kw: Any
@@ -421,7 +429,10 @@ class Runner:
             **kw,
         )
         quiet(patience=self.patience)
+        watched = self.redis if "redis" in kw.get("watch", {}) else None
+        before = _forks(watched)
         result = self.pool.submit(run_plan, plan).result()
+        forks = None if watched is None else _forks(watched) - before
         if result.errors:
             raise RuntimeError(
                 f"{name}: {result.errors} requests failed, first {result.first_error}"
@@ -429,11 +440,13 @@ class Runner:
         if result.exhausted:
             raise RuntimeError(f"{name}: ran out of request bodies after {result.issued}")
         self.results.setdefault(name, []).append(result)
+        self.forks.setdefault(name, []).append(forks)
         others = result.cpu["others"] / result.seconds
         background = f", background {result.background_rate:,.0f} req/s" if plan.background else ""
+        forked = f", Redis forked {forks}x (rewriting its append-only file)" if forks else ""
         print(
             f"  {name}: {result.rate:,.0f} req/s, p50 {result.p50_ms:.2f} ms, "
-            f"p99 {result.p99_ms:.2f} ms, other processes {others:.2f} cores{background}",
+            f"p99 {result.p99_ms:.2f} ms, other processes {others:.2f} cores{background}{forked}",
             file=sys.stderr,
             flush=True,
         )
@@ -442,6 +455,20 @@ class Runner:
     def best(self, name: str) -> Result:
         """The round with the highest rate (a burst of load from elsewhere lowers a rate)."""
         return max(self.results[name], key=lambda r: r.rate)
+
+    def forks_in(self, res: Result) -> int | None:
+        """How often Redis forked during the round that gave ``res`` (None: its phase
+        did not watch Redis)."""
+        for name, results in self.results.items():
+            for at, r in enumerate(results):
+                if r is res:
+                    return self.forks[name][at]
+        return None
+
+
+def _forks(client: redis_py.Redis | None) -> int:
+    """The forks Redis made since it started (0 without a client)."""
+    return 0 if client is None else int(client.info("stats")["total_forks"])
 
 
 def line(
@@ -559,6 +586,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         )
         run = Runner(pool, warmup, seconds, 0.0 if args.quick else 15.0)
+        run.redis = stack.enter_context(redis_py.Redis.from_url(redis.url))
         on_peer = {"watch": {"server": peer.pid}}
         on_service = {"watch": {"server": service.pid, "redis": redis_pid}}
         for name, (n, stream) in streams.items():
@@ -731,6 +759,9 @@ def report(run: Runner, rounds: int) -> None:
             if proc in res.cpu:
                 print(line(f"{prefix}_{proc}_cpu_us", res.cpu_us_per_request(proc) / per, 1))
         print(line(f"{prefix}_others_cores", res.cpu["others"] / res.seconds))
+        forks = run.forks_in(res)
+        if forks is not None:
+            print(line(f"{prefix}_redis_forks", forks, 0))
 
     print("the generator's ceiling: the empty endpoint with each client")
     for client in ("httpx", "raw"):

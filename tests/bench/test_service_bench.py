@@ -51,6 +51,11 @@ EXPECTED = [
     "learn_vs_empty_endpoint",
 ]
 TARGETED = [name for name in EXPECTED if "_vs_" in name] + ["batch_learn_trials_per_s"]
+# the service's phases, which watch Redis: each says how often Redis forked meanwhile
+WATCHED = [
+    *(name.removesuffix("_redis_cpu_us") for name in EXPECTED if name.endswith("_redis_cpu_us")),
+    *(f"{op}_{shape}" for op in ("predict", "label", "learn") for shape in ("6x10", "25x5")),
+]
 
 
 def test_quick_run_prints_every_figure_and_the_headline_last():
@@ -67,5 +72,8 @@ def test_quick_run_prints_every_figure_and_the_headline_last():
         assert math.isfinite(value) and (value > 0 or "_cpu_" in name), line
     for name in TARGETED:
         assert "(target " in figures[name][1], figures[name][1]
+    for prefix in WATCHED:
+        assert re.search(rf"^{prefix}_redis_forks: \d+$", out, re.M), prefix
+    assert not re.search(r"^(edge_|parse_batch|empty_)\w*_redis_forks", out, re.M)
     last = out.strip().splitlines()[-1]
     assert re.fullmatch(r"predict_vs_edge: \d+\.\d\d \(target >= 0\.6: \w+\)", last)
