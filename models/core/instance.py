@@ -386,23 +386,33 @@ class Experts:
         :meth:`ascending` gives it, read in one compiled pass: None for one that is not
         kept so."""
         e, c, v, ptr, ok, sizes, classes, low, high = blocks_experts(buf, starts, counts, k)
-        for arr in (e, c, v):
+        rows = cls.rows(e, c, v, ptr, sizes, classes, low, high)
+        return [x if good else None for x, good in zip(rows, ok.tolist(), strict=True)]
+
+    @classmethod
+    def rows(
+        cls,
+        e: np.ndarray,
+        c: np.ndarray,
+        v: np.ndarray,
+        ptr: np.ndarray,
+        sizes: np.ndarray,
+        classes: np.ndarray,
+        low: np.ndarray,
+        high: np.ndarray,
+    ) -> list[Experts]:
+        """One instance per row of the triples ``(e, c, v)`` (int64, int64, float64, as
+        an instance keeps them): row ``t`` the triples ``ptr[t]:ptr[t + 1]``, with its
+        extent, classes and value range; each views the shared arrays, made read-only."""
+        arrays = [np.ascontiguousarray(a) for a in (e, c, v)]
+        for arr in arrays:
             arr.flags.writeable = False
+        e, c, v = arrays
         bounds = ptr.tolist()
-        out: list[Experts | None] = []
-        for t, (good, s, n_classes, lo, hi) in enumerate(
-            zip(
-                ok.tolist(),
-                sizes.tolist(),
-                classes.tolist(),
-                low.tolist(),
-                high.tolist(),
-                strict=True,
-            )
+        out = []
+        for t, (s, n_classes, lo, hi) in enumerate(
+            zip(sizes.tolist(), classes.tolist(), low.tolist(), high.tolist(), strict=True)
         ):
-            if not good:
-                out.append(None)
-                continue
             x = cls.__new__(cls)
             a, b = bounds[t], bounds[t + 1]
             x.expert, x.cls, x.value = e[a:b], c[a:b], v[a:b]

@@ -766,7 +766,7 @@ class InputSpace:
             )
         if self._normalize == "raw" and not self._layered and not self._s:
             rows = raw_vote_rows(items, *self._tables, self._k)
-            return None if rows is None else _experts_of(*rows)
+            return None if rows is None else Experts.rows(*rows)
         got = raw_expert_votes(items, *self._tables, self._k)
         return None if got is None else self._voted(got, len(items))
 
@@ -779,7 +779,7 @@ class InputSpace:
         except InvalidInstance:
             return None
         if not self._layered and not self._s:  # the common case, in one compiled pass
-            return _experts_of(*vote_rows(got.row, got.expert, scores, n))
+            return Experts.rows(*vote_rows(got.row, got.expert, scores, n))
         e, cls, v, voted = self._triples(got.expert, scores)
         return _expert_rows(
             n,
@@ -914,36 +914,7 @@ def _expert_rows(
         classes[filled] = np.maximum.reduceat(c, starts) + 1
         low[filled] = np.minimum.reduceat(v, starts)
         high[filled] = np.maximum.reduceat(v, starts)
-    return _experts_of(e, c, v, ptr, sizes, classes, low, high)
-
-
-def _experts_of(
-    e: np.ndarray,
-    c: np.ndarray,
-    v: np.ndarray,
-    ptr: np.ndarray,
-    sizes: np.ndarray,
-    classes: np.ndarray,
-    low: np.ndarray,
-    high: np.ndarray,
-) -> list[Experts]:
-    """One :class:`Experts` per row: row ``t`` the triples ``ptr[t]:ptr[t + 1]``, with
-    its extent, classes and value range; each views the shared read-only arrays."""
-    arrays = [np.ascontiguousarray(a) for a in (e, c, v)]
-    for arr in arrays:
-        arr.flags.writeable = False
-    e, c, v = arrays
-    bounds = ptr.tolist()
-    out = []
-    for t, (s, k, lo, hi) in enumerate(
-        zip(sizes.tolist(), classes.tolist(), low.tolist(), high.tolist(), strict=True)
-    ):
-        x = Experts.__new__(Experts)
-        a, b = bounds[t], bounds[t + 1]
-        x.expert, x.cls, x.value = e[a:b], c[a:b], v[a:b]
-        x.size, x.n_classes, x.low, x.high = s, k, lo, hi
-        out.append(x)
-    return out
+    return Experts.rows(e, c, v, ptr, sizes, classes, low, high)
 
 
 def _listed(value: Any, name: str) -> list[str]:

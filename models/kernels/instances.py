@@ -215,8 +215,7 @@ def blocks_experts(
     for one (the rest of an instance that is not ok is left unset)."""
     n = starts.size
     ptr = np.zeros(n + 1, dtype=np.int64)
-    for t in range(n):
-        ptr[t + 1] = ptr[t] + counts[t]
+    ptr[1:] = np.cumsum(counts)
     out_e = np.empty(ptr[n], dtype=np.int64)
     out_c = np.empty(ptr[n], dtype=np.int64)
     out_v = np.empty(ptr[n], dtype=np.float64)
@@ -266,8 +265,7 @@ def blocks_attributes(
     expert instances, ``ok[t]`` as :func:`ascending_attributes` tells for one."""
     n = starts.size
     ptr = np.zeros(n + 1, dtype=np.int64)
-    for t in range(n):
-        ptr[t + 1] = ptr[t] + counts[t]
+    ptr[1:] = np.cumsum(counts)
     out_i = np.empty(ptr[n], dtype=np.int64)
     out_v = np.empty(ptr[n], dtype=np.float64)
     ok = np.zeros(n, dtype=np.bool_)
