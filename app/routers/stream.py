@@ -178,6 +178,8 @@ class Request:
             except ValidationError as e:
                 err = e.errors()[0]
                 field = ".".join(str(p) for p in err["loc"]) or op
+                if op == "fork":  # the message gives the source's version at its top level
+                    field = field.removeprefix("from.")
                 raise BadInput(field, err["msg"]) from None
         if key is not None:
             if not isinstance(key, str):

@@ -146,6 +146,25 @@ def test_the_stream_changes_the_input_as_rest_does(
     assert model["input"] == got[5]["result"]["input"]
 
 
+def test_a_refused_stream_fork_names_the_fields_its_message_gave(
+    api_url: str, client: httpx.Client, model_name: str
+) -> None:
+    assert client.post("/v1/models", json={"name": model_name, **FUSION}).status_code == 201
+    msgs: list[Any] = [
+        {"op": "fork", "id": 1, "name": f"{model_name}-a", "version": -1},
+        {"op": "fork", "id": 2, "name": f"{model_name}-b", "version": "0"},
+        {"op": "fork", "id": 3, "name": f"{model_name}-c", "max_active": 0},
+        {"op": "fork", "id": 4, "name": "no such name!"},
+    ]
+    got = asyncio.run(exchange(ws_url(api_url, model_name), msgs))
+    assert [(g["error"]["status"], g["error"]["field"]) for g in got] == [
+        (422, "version"),
+        (422, "version"),
+        (422, "max_active"),
+        (422, "name"),
+    ], got
+
+
 def test_the_stream_rolls_back_and_backtests_as_rest_does(
     api_url: str, client: httpx.Client, model_name: str
 ) -> None:
