@@ -190,29 +190,22 @@ def _payloads(space: InputSpace, n: int, rng: np.random.Generator) -> list[dict[
 def _as_logged(x: Attributes | Experts) -> Attributes | Experts:
     """``x`` rebuilt from int32 indices, as a worker decodes it from the trial log: from
     the bytes of the entries of a replay, several together, and alone."""
-    # the blocks after a one-byte tag, read from bytes as the log's reply holds them
     if isinstance(x, Attributes):
         blocks = [x.indices.astype(np.int32), x.values]
     else:
         blocks = [x.expert.astype(np.int32), x.cls.astype(np.int32), x.value]
-    body = b"".join(a.tobytes() for a in blocks)
-    buf = np.frombuffer(b"T" + body, np.uint8)
+    # together: the blocks after a one-byte tag, in bytes as the log's reply holds them
+    buf = np.frombuffer(b"T" + b"".join(a.tobytes() for a in blocks), np.uint8)
     at, counts = np.ones(1, dtype=np.int64), np.full(1, len(blocks[0]), dtype=np.int64)
+    # alone: read-only, as arrays over the stored bytes are (numba compiles for each kind)
+    arrays = [np.frombuffer(a.tobytes(), a.dtype) for a in blocks]
     if isinstance(x, Attributes):
         Attributes.many_from_blocks(buf, at, counts)
-    else:
-        Experts.many_from_blocks(buf, at, counts, max(x.n_classes, 1))
-    # read-only, as arrays over the stored bytes are (numba compiles for each kind)
-    if isinstance(x, Attributes):
-        idx, val = (
-            np.frombuffer(a.tobytes(), a.dtype) for a in (x.indices.astype(np.int32), x.values)
-        )
+        idx, val = arrays
         got = Attributes.ascending(idx, val)
         return Attributes(idx, val) if got is None else got
-    e, c, v = (
-        np.frombuffer(a.tobytes(), a.dtype)
-        for a in (x.expert.astype(np.int32), x.cls.astype(np.int32), x.value)
-    )
+    Experts.many_from_blocks(buf, at, counts, max(x.n_classes, 1))
+    e, c, v = arrays
     kept = Experts.ascending(e, c, v, max(x.n_classes, 1))
     return Experts(e, c, v) if kept is None else kept
 

@@ -167,20 +167,34 @@ class Attributes:
         values, in native byte order. Each as :meth:`ascending` gives it, read in one
         compiled pass: None for one that is not kept so."""
         idx, val, ptr, ok, sizes, low, high = blocks_attributes(buf, starts, counts)
+        rows = cls.rows(idx, val, ptr, sizes, low, high)
+        return [x if good else None for x, good in zip(rows, ok.tolist(), strict=True)]
+
+    @classmethod
+    def rows(
+        cls,
+        idx: np.ndarray,
+        val: np.ndarray,
+        ptr: np.ndarray,
+        sizes: np.ndarray,
+        low: np.ndarray,
+        high: np.ndarray,
+    ) -> list[Attributes]:
+        """One instance per row ``t``, ``ptr[t]:ptr[t + 1]`` of ``idx`` and ``val``
+        (int64 and float64, as an instance keeps them), with its extent and value range:
+        views of the arrays, made read-only."""
+        idx = np.ascontiguousarray(idx)
+        val = np.ascontiguousarray(val)
         idx.flags.writeable = False
         val.flags.writeable = False
+        out = []
         bounds = ptr.tolist()
-        out: list[Attributes | None] = []
-        for t, (good, s, lo, hi) in enumerate(
-            zip(ok.tolist(), sizes.tolist(), low.tolist(), high.tolist(), strict=True)
+        for t, (s, lo, hi) in enumerate(
+            zip(sizes.tolist(), low.tolist(), high.tolist(), strict=True)
         ):
-            if not good:
-                out.append(None)
-                continue
             x = cls.__new__(cls)
             a, b = bounds[t], bounds[t + 1]
-            x.indices, x.values = idx[a:b], val[a:b]
-            x.size, x.low, x.high = s, lo, hi
+            x.indices, x.values, x.size, x.low, x.high = idx[a:b], val[a:b], s, lo, hi
             out.append(x)
         return out
 

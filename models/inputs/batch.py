@@ -84,7 +84,7 @@ def dense_attributes(rows: Sequence[list[Any]], d: int, constant: bool) -> list[
             counts, np.tile(np.arange(d, dtype=np.int64), n), val, d, constant
         )
         size = np.full(n, d + constant, dtype=np.int64)  # every value is given
-        return _instances(idx, val, ptr, size, low, high)
+        return Attributes.rows(idx, val, ptr, size, low, high)
 
     return _each(rows, take)
 
@@ -157,7 +157,7 @@ def _take(
         idx, val = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
     distinct, *kept = sparse_rows(counts, idx, val, d, constant)
     if distinct:
-        return _instances(*kept)
+        return Attributes.rows(*kept)
     if not combine:  # an index twice in a row
         return None
     # names hashed to one index: their values add up as encode adds them (numpy's sum
@@ -198,32 +198,7 @@ def _rows(n: int, row: np.ndarray, idx: np.ndarray, val: np.ndarray) -> list[Att
         size[filled] = idx[ptr[1:][filled] - 1] + 1
         low[filled] = np.minimum.reduceat(val, starts)
         high[filled] = np.maximum.reduceat(val, starts)
-    return _instances(idx, val, ptr, size, low, high)
-
-
-def _instances(
-    idx: np.ndarray,
-    val: np.ndarray,
-    ptr: np.ndarray,
-    size: np.ndarray,
-    low: np.ndarray,
-    high: np.ndarray,
-) -> list[Attributes]:
-    """One :class:`Attributes` per row ``t``, ``ptr[t]:ptr[t + 1]`` of ``idx`` and
-    ``val`` (sorted, distinct, non-zero), with its extent and value range: views of the
-    arrays, made read-only."""
-    idx = np.ascontiguousarray(idx)
-    val = np.ascontiguousarray(val)
-    idx.flags.writeable = False
-    val.flags.writeable = False
-    out = []
-    bounds = ptr.tolist()
-    for t, (s, lo, hi) in enumerate(zip(size.tolist(), low.tolist(), high.tolist(), strict=True)):
-        x = Attributes.__new__(Attributes)
-        a, b = bounds[t], bounds[t + 1]
-        x.indices, x.values, x.size, x.low, x.high = idx[a:b], val[a:b], s, lo, hi
-        out.append(x)
-    return out
+    return Attributes.rows(idx, val, ptr, size, low, high)
 
 
 # -- expert votes ------------------------------------------------------------------------

@@ -233,10 +233,10 @@ def blocks_experts(
         top, lo, hi, previous, good = 0, np.inf, -np.inf, -1, True
         for i in range(m):
             ei, ci, vi = int(e[i]), int(c[i]), float(v[i])
-            key = ei * k + ci
             if ei < 0 or ei >= limit or ci < 0 or ci >= k or vi == 0.0 or not np.isfinite(vi):
                 good = False
                 break
+            key = ei * k + ci
             if key <= previous:
                 good = False
                 break
