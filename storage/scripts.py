@@ -105,6 +105,8 @@ local function fold(payload)
   local folded, version = num(meta, 'folded'), num(meta, 'version')
   local mistakes, updates = num(meta, 'mistakes'), 0
   local quarantined, refused = 0, 0
+  -- the confusion counts this fold adds, one HINCRBY per cell (in first-seen order)
+  local cells, added = {{}}, {{}}
   local step = math.max(1, num(meta, 'curve_step'))
   local seq = f.a - 1
   for _, e in ipairs(f.e) do
@@ -124,7 +126,12 @@ local function fold(payload)
         if p ~= y then mistakes = mistakes + 1 end
         if u == 1 then updates = updates + 1 end
         if u == 3 then refused = refused + 1 end
-        redis.call('HINCRBY', meta, 'c:' .. y .. ':' .. p, 1)
+        local cell = 'c:' .. y .. ':' .. p
+        if added[cell] then
+          added[cell] = added[cell] + 1
+        else
+          cells[#cells + 1], added[cell] = cell, 1
+        end
       end
       if string.sub(id, 1, 1) == '!' then  -- a keyed learn: its record keeps the outcome
         local tail = ':idem:' .. string.sub(id, 2)
@@ -151,6 +158,7 @@ local function fold(payload)
       folded = seq
     end
   end
+  for _, cell in ipairs(cells) do redis.call('HINCRBY', meta, cell, added[cell]) end
   redis.call('HSET', meta, 'folded', folded, 'mistakes', mistakes, 'curve_step', step)
   if updates > 0 then redis.call('HINCRBY', meta, 'updates', updates) end
   if quarantined > 0 then redis.call('HINCRBY', meta, 'quarantined', quarantined) end
