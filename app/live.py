@@ -248,6 +248,10 @@ class LiveModel:
         c, s = self.learner.decide(x)  # the learner's classes are the space's, in order
         return c, np.asarray(s, dtype=np.float64)
 
+    def predict_many(self, xs: Sequence[Attributes | Experts]) -> list[tuple[int, np.ndarray]]:
+        """:meth:`predict` of each of ``xs``, worked out together."""
+        return [(c, np.asarray(s, dtype=np.float64)) for c, s in self.learner.decide_many(xs)]
+
     # -- the log ----------------------------------------------------------------------
 
     def apply(self, entries: Iterable[RawEntry]) -> None:

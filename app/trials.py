@@ -154,17 +154,14 @@ class TrialCalls:
         if not track:
             if self.replicas.stale(m):
                 m = await self.replicas.fresh(name)
-            out: list[Result] = []
             instances = self._instances(m, [payload for payload, _ in items])
             if await self._changed(m, instances):
                 instances = self._instances(m, [payload for payload, _ in items])
-            for x in instances:
-                if isinstance(x, BadInput):
-                    out.append(x)
-                else:
-                    c, s = m.predict(x)
-                    out.append(self._predicted(m, None, c, s, m.version))
-            return out
+            each = iter(m.predict_many([x for x in instances if not isinstance(x, BadInput)]))
+            return [
+                x if isinstance(x, BadInput) else self._predicted(m, None, *next(each), m.version)
+                for x in instances
+            ]
         ids = [trial_id or self._new_trial_id() for _, trial_id in items]
         encoded_for = ""
         for attempt in range(4):
@@ -176,11 +173,11 @@ class TrialCalls:
                     instances = self._instances(m, [payload for payload, _ in items])
                 todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
                 encoded = [encode_instance(x) for _, x in todo]
-            out = [x if isinstance(x, BadInput) else {} for x in instances]
+            out: list[Result] = [x if isinstance(x, BadInput) else {} for x in instances]
             if not todo:
                 return out
             known, seen = m.version, m.stamp
-            made = [m.predict(x) for _, x in todo]
+            made = m.predict_many([x for _, x in todo])
             sent = [
                 (ids[i], enc, c, s.astype("<f8").tobytes())
                 for (i, _), enc, (c, s) in zip(todo, encoded, made, strict=True)

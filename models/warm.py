@@ -231,6 +231,7 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
         learner.scores(x)
         learner.predict(x)
         learner.trial(x, y)
+    learner.decide_many(xs[:3])
     frozen = learner.snapshot()
     frozen.scores(xs[0])
     frozen.predict(xs[0])

@@ -288,6 +288,10 @@ class Learner:
         once."""
         return self._decide(self.coerce(x))
 
+    def decide_many(self, xs: Sequence[Any]) -> list[tuple[int, np.ndarray]]:
+        """:meth:`decide` of each of ``xs``, all by the same hypothesis."""
+        return self._decide_many([self.coerce(x) for x in xs])
+
     def learn(self, x: Any, y: Label) -> Outcome:
         """Predict ``x``, compare with ``y`` and apply the update rule."""
         predicted, updated = self.trial(x, y)
@@ -372,6 +376,9 @@ class Learner:
 
     def _decide(self, x: Any) -> tuple[int, np.ndarray]:
         return self._predict(x), self._scores(x)
+
+    def _decide_many(self, xs: list[Any]) -> list[tuple[int, np.ndarray]]:
+        return [self._decide(x) for x in xs]
 
     def _scratch(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """This learner's scratch space for a compiled trial over m non-zeros."""

@@ -79,6 +79,30 @@ def linear_max_predict(
 
 
 @njit(cache=True, nogil=True)
+def linear_max_decide_rows(
+    w: np.ndarray,
+    expert: np.ndarray,
+    cls: np.ndarray,
+    value: np.ndarray,
+    ptr: np.ndarray,
+    k: int,
+    scale: float,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """For each instance ``t``, the triples ``ptr[t]:ptr[t + 1]``: the first arg-max of
+    its linear-max scores, and those scores divided by ``scale``."""
+    n = ptr.shape[0] - 1
+    best = np.empty(n, dtype=np.int64)
+    out = np.zeros((n, k))
+    for t in range(n):
+        a, b = ptr[t], ptr[t + 1]
+        linear_max_scores_into(w, expert[a:b], cls[a:b], value[a:b], out[t])
+        best[t] = argmax_first(out[t])
+        for j in range(k):
+            out[t, j] /= scale
+    return best, out
+
+
+@njit(cache=True, nogil=True)
 def argmax_first(s: np.ndarray) -> int:  # pragma: no cover
     """Index of the first maximal entry (the global tie rule)."""
     best = 0

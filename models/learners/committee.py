@@ -16,6 +16,7 @@ from models.kernels import committee as kernel
 from models.kernels import families as fam
 from models.kernels.common import (
     argmax_first,
+    linear_max_decide_rows,
     linear_max_predict,
     linear_max_scores,
 )
@@ -126,6 +127,22 @@ class Committee(MulticlassLearner):
     def _decide(self, x: Experts) -> tuple[int, np.ndarray]:
         s = linear_max_scores(self.r_, x.expert, x.cls, x.value, self.n_classes)
         return int(argmax_first(s)), s / self.scalars_[0]
+
+    def _decide_many(self, xs: list[Experts]) -> list[tuple[int, np.ndarray]]:
+        if len(xs) < 2:
+            return [self._decide(x) for x in xs]
+        ptr = np.zeros(len(xs) + 1, dtype=np.int64)
+        np.cumsum([x.expert.shape[0] for x in xs], out=ptr[1:])
+        best, s = linear_max_decide_rows(
+            self.r_,
+            np.concatenate([x.expert for x in xs]),
+            np.concatenate([x.cls for x in xs]),
+            np.concatenate([x.value for x in xs]),
+            ptr,
+            self.n_classes,
+            self.scalars_[0],
+        )
+        return list(zip(best.tolist(), s, strict=True))
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
         wf, wi = self._scratch(x.expert.shape[0])

@@ -146,6 +146,7 @@ def serve_first_requests(config: dict[str, Any]) -> None:
     assert not [x for x in xs if isinstance(x, Exception)], xs
     ys = rng.integers(0, m.k, len(xs)).tolist()
     m.predict(m.encode(items[0]))
+    m.predict_many(xs[:4])  # a group of predictions
     m.apply_own(1, list(zip(xs, ys, strict=True)))  # a learn batch this worker appended
     logged = [  # learn entries other workers appended, as read back from Redis
         (f"{m.version + 1 + t}-0".encode(), [b"k", b"n", b"x", encode_instance(x), b"y", b"%d" % y])

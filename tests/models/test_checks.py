@@ -461,6 +461,22 @@ def test_predict_is_argmax_of_scores(case: Any) -> None:
         assert zero_margins > 0, "the stream never reached a zero margin"
 
 
+def test_decide_many_is_decide_of_each(case: Any) -> None:
+    learner = case.build()
+    stream = case.stream(200, TRAIN)
+    for at in range(0, len(stream), 17):
+        chunk = stream[at : at + 1 + at % 23]
+        many = learner.decide_many([x for x, _ in chunk])
+        assert len(many) == len(chunk)
+        for (x, _), (c, s) in zip(chunk, many, strict=True):
+            one_c, one_s = learner.decide(x)
+            assert type(c) is int and c == one_c
+            np.testing.assert_array_equal(s, one_s, strict=True)
+        for x, y in stream[at : at + 17]:
+            learner.learn(x, y)
+    assert learner.decide_many([]) == []
+
+
 # -- learn_many -----------------------------------------------------------------------------------
 
 
