@@ -115,6 +115,12 @@ class Settings(BaseSettings):
         le=60_000,
         description="how long a write waits for fsync or a replica before it is a 503",
     )
+    compact_votes: bool = Field(
+        default=True,
+        description="keep an instance whose sub-experts each vote for every label as rows "
+        "of votes, about half the bytes in Redis; off: in the form workers of releases "
+        "before it read (while such workers share the Redis, as in a rolling upgrade)",
+    )
     opentelemetry: bool = Field(
         default=False,
         description="FastAPI's own OpenTelemetry spans and metrics, for a process that "

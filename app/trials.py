@@ -172,7 +172,8 @@ class TrialCalls:
                 if await self._changed(m, instances):
                     instances = self._instances(m, [payload for payload, _ in items])
                 todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
-                encoded = [encode_instance(x) for _, x in todo]
+                rows = self.settings.compact_votes
+                encoded = [encode_instance(x, rows) for _, x in todo]
             out: list[Result] = [x if isinstance(x, BadInput) else {} for x in instances]
             if not todo:
                 return out
@@ -339,7 +340,10 @@ class TrialCalls:
             if not any(todos) and all(idem is None for idem, _ in requests):
                 return outs, todos, None
             groups = [
-                LearnGroup([(encode_instance(x), y) for _, x, y in todo], idem)
+                LearnGroup(
+                    [(encode_instance(x, self.settings.compact_votes), y) for _, x, y in todo],
+                    idem,
+                )
                 for (idem, _), todo in zip(requests, todos, strict=True)
             ]
             got = await self.store.learn(

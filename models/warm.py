@@ -33,6 +33,7 @@ import numpy as np
 from models.core.instance import AttributeBatch, Attributes, Experts
 from models.inputs.batch import RawExperts
 from models.inputs.space import InputSpace
+from models.kernels.instances import full_rows
 from models.kernels.jsontext import batch_members, trial_members
 from models.registry import KINDS, build, from_state, kind_of
 
@@ -227,6 +228,9 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
         batch_members(np.frombuffer(b'{"items": [%s, %s]}' % (trial, trial), dtype=np.uint8), 9)
         space.encode_each([RawExperts(text, 0, len(text))], form)
     xs[-1] = learner.coerce(_as_logged(xs[-1]))
+    for x in xs[:1] + xs[-1:]:
+        if isinstance(x, Experts):  # as a trial's instance is stored
+            full_rows(x.expert, x.cls)
     for x, y in zip(xs, ys, strict=True):
         learner.scores(x)
         learner.predict(x)

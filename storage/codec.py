@@ -2,7 +2,9 @@
 
 An instance is one tag byte and little-endian arrays: ``A`` + int32 indices + float64
 values for attributes, ``E`` + int32 experts + int32 classes + float64 votes for
-sub-experts. Everything read back is validated as strictly as user input and raises
+sub-experts, and ``F`` + int32 ``k`` + int32 experts + float64 votes for sub-experts that
+each vote for every class ``0 .. k - 1`` (a row of ``k`` votes per expert, about half the
+bytes of ``E``). Everything read back is validated as strictly as user input and raises
 :class:`~storage.errors.CorruptData` naming what is wrong.
 """
 
@@ -16,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from models.core.instance import Attributes, Experts, InvalidInstance
+from models.kernels.instances import full_rows
 from storage.errors import CorruptData
 
 __all__ = [
@@ -41,15 +44,37 @@ _I4 = np.dtype("<i4")
 _F8 = np.dtype("<f8")
 
 
-def encode_instance(x: Attributes | Experts) -> bytes:
+def encode_instance(x: Attributes | Experts, rows: bool = True) -> bytes:
+    """The binary form of ``x``; ``rows``: sub-experts who each vote for every class in
+    the ``F`` form (else always ``E``, which every release reads)."""
     if isinstance(x, Attributes):
         return b"A" + x.indices.astype(_I4).tobytes() + x.values.astype(_F8).tobytes()
+    k = full_rows(x.expert, x.cls) if rows else 0
+    if k:
+        return (
+            b"F"
+            + k.to_bytes(4, "little")
+            + x.expert[::k].astype(_I4).tobytes()
+            + x.value.astype(_F8).tobytes()
+        )
     return (
         b"E"
         + x.expert.astype(_I4).tobytes()
         + x.cls.astype(_I4).tobytes()
         + x.value.astype(_F8).tobytes()
     )
+
+
+def _rows_of(data: bytes | memoryview) -> tuple[int, int]:
+    """``(k, rows)`` of an ``F`` instance's bytes after the tag, as its length allows;
+    ``(k, 0)`` when they are not whole rows (or too short to hold ``k``)."""
+    if len(data) < 4:
+        return 0, 0
+    k = int.from_bytes(data[:4], "little", signed=True)
+    if k < 1:
+        return k, 0
+    rows, rest = divmod(len(data) - 4, 4 + 8 * k)
+    return k, 0 if rest else rows
 
 
 def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Experts:
@@ -81,8 +106,22 @@ def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Expe
             top = x.size
             if x.n_classes > n_classes:
                 raise CorruptData(f"instance votes for class {x.n_classes - 1} of {n_classes}")
+        elif tag == b"F":
+            k, rows = _rows_of(body)
+            if not 1 <= k <= n_classes:
+                raise CorruptData(f"full-row instance of {k} classes: expected 1 to {n_classes}")
+            if not rows:
+                raise CorruptData(
+                    f"full-row instance of {len(body)} bytes: not 4 + {4 + 8 * k} per row"
+                )
+            e = np.repeat(np.frombuffer(body, _I4, rows, 4), k)
+            c = np.tile(np.arange(k, dtype=_I4), rows)
+            v = np.frombuffer(body, _F8, rows * k, 4 + 4 * rows)
+            kept = Experts.ascending(e, c, v, n_classes)
+            x = Experts(e, c, v) if kept is None else kept
+            top = x.size
         else:
-            raise CorruptData(f"instance tag {tag!r}: expected b'A' or b'E'")
+            raise CorruptData(f"instance tag {tag!r}: expected b'A', b'E' or b'F'")
     except InvalidInstance as e:
         raise CorruptData(f"stored instance: {e}") from None
     if top > size:
@@ -93,39 +132,49 @@ def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Expe
 # the blocks are read in native byte order: the compiled pass serves where that is the
 # stored one's (little-endian)
 _NATIVE = sys.byteorder == "little"
-_PER = {ord("A"): 12, ord("E"): 16}  # bytes per entry of each tag
+_A, _E, _F = ord("A"), ord("E"), ord("F")
 
 
 def decode_instances(
     data: Sequence[bytes], size: int, n_classes: int
 ) -> list[Attributes | Experts | CorruptData]:
-    """:func:`decode_instance` of each of ``data``, or the error it raises. Those of one
-    tag, of whole entries and kept in order (as :func:`encode_instance` writes them) are
-    read together in one compiled pass; any other is decoded alone, which says what is
-    wrong with it."""
+    """:func:`decode_instance` of each of ``data``, or the error it raises. Those of whole
+    entries kept in order (as :func:`encode_instance` writes them) are read together, one
+    compiled pass for the attributes and one for the sub-experts; any other is decoded
+    alone, which says what is wrong with it."""
     out: list[Attributes | Experts | CorruptData | None] = [None] * len(data)
     if _NATIVE:
-        for tag, per in _PER.items():
-            todo = [
-                t
-                for t, d in enumerate(data)
-                if type(d) is bytes and len(d) > 1 and d[0] == tag and (len(d) - 1) % per == 0
-            ]
+        attributes: list[tuple[int, int, int]] = []  # (item, offset in the block, count)
+        experts: list[tuple[int, int, int, int]] = []  # the same, and the row length or 0
+        for t, d in enumerate(data):
+            if type(d) is not bytes or len(d) < 2:
+                continue
+            if d[0] == _E and (len(d) - 1) % 16 == 0:
+                experts.append((t, 1, (len(d) - 1) // 16, 0))
+            elif d[0] == _F:
+                k, rows = _rows_of(memoryview(d)[1:])
+                if rows and k <= n_classes:
+                    experts.append((t, 5, rows * k, k))
+            elif d[0] == _A and (len(d) - 1) % 12 == 0:
+                attributes.append((t, 1, (len(d) - 1) // 12))
+        for todo in (attributes, experts):
             if not todo:
                 continue
-            text = b"".join([data[t] for t in todo])
-            lengths = np.fromiter((len(data[t]) for t in todo), np.int64, len(todo))
-            starts = np.cumsum(lengths) - lengths + 1
-            counts = (lengths - 1) // per
+            text = b"".join([data[t[0]] for t in todo])
+            lengths = np.fromiter((len(data[t[0]]) for t in todo), np.int64, len(todo))
+            starts = np.cumsum(lengths) - lengths + [t[1] for t in todo]
+            counts = np.array([t[2] for t in todo], dtype=np.int64)
             buf = np.frombuffer(text, np.uint8)
             got: Sequence[Attributes | Experts | None] = (
                 Attributes.many_from_blocks(buf, starts, counts)
-                if per == 12
-                else Experts.many_from_blocks(buf, starts, counts, n_classes)
+                if todo is attributes
+                else Experts.many_from_blocks(
+                    buf, starts, counts, n_classes, np.array([t[3] for t in experts], np.int64)
+                )
             )
-            for t, x in zip(todo, got, strict=True):
+            for item, x in zip(todo, got, strict=True):
                 if x is not None and x.size <= size:
-                    out[t] = x
+                    out[item[0]] = x
     done: list[Attributes | Experts | CorruptData] = []
     for t, kept in enumerate(out):
         if kept is None:

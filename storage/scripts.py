@@ -207,15 +207,25 @@ local function class_ok(y, k)
   return c ~= nil and c >= 0 and c < k and c == math.floor(c)
 end
 
--- a binary instance (storage.codec) of this model: a known tag, whole entries, and its
--- largest coordinate (the last: coordinates are sorted) below n
-local function instance_ok(x, n)
+-- a binary instance (storage.codec) of this model: a known tag, whole entries (whole rows
+-- of at most k classes for 'F') and its largest coordinate (the last: coordinates are
+-- sorted) below n
+local function instance_ok(x, n, k)
   local tag, len = string.sub(x, 1, 1), #x - 1
-  local per = (tag == 'A' and 12) or (tag == 'E' and 16) or nil
-  if per == nil or len % per ~= 0 then return false end
-  local count = len / per
-  if count == 0 then return true end
-  local last = struct.unpack('<i4', x, 2 + 4 * (count - 1))
+  local count, at = 0, 2
+  if tag == 'F' then
+    if len < 4 then return false end
+    local r = struct.unpack('<i4', x, 2)
+    if r < 1 or r > k or (len - 4) % (4 + 8 * r) ~= 0 then return false end
+    count, at = (len - 4) / (4 + 8 * r), 6
+    if count == 0 then return false end
+  else
+    local per = (tag == 'A' and 12) or (tag == 'E' and 16) or nil
+    if per == nil or len % per ~= 0 then return false end
+    count = len / per
+    if count == 0 then return true end
+  end
+  local last = struct.unpack('<i4', x, at + 4 * (count - 1))
   return last >= 0 and last < n
 end
 
@@ -273,7 +283,7 @@ for i = 8, #ARGV, 4 do
     else
       results[#results + 1] = {'conflict'}
     end
-  elseif not instance_ok(x, N) or not class_ok(ARGV[i + 2], K) then
+  elseif not instance_ok(x, N, K) or not class_ok(ARGV[i + 2], K) then
     results[#results + 1] = {'invalid'}
   elseif room <= 0 then
     results[#results + 1] = {'full'}
@@ -375,7 +385,7 @@ while i <= #ARGV do
   groups[g] = {key = key, hash = ARGV[i + 1], n = n, at = i + 3, rec = rec}
   for j = 0, n - 1 do
     local x, y = ARGV[i + 3 + 2 * j], ARGV[i + 4 + 2 * j]
-    if not instance_ok(x, N) or not class_ok(y, K) then return {'invalid', g, j + 1} end
+    if not instance_ok(x, N, K) or not class_ok(y, K) then return {'invalid', g, j + 1} end
   end
   i = i + 3 + 2 * n
 end

@@ -392,14 +392,23 @@ class Experts:
 
     @classmethod
     def many_from_blocks(
-        cls, buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, k: int
+        cls,
+        buf: np.ndarray,
+        starts: np.ndarray,
+        counts: np.ndarray,
+        k: int,
+        full: np.ndarray | None = None,
     ) -> list[Experts | None]:
         """The instances held in the bytes ``buf`` (a uint8 array) as blocks: instance
         ``t`` from ``starts[t]`` on as ``counts[t]`` int32 experts, as many int32
-        classes, then as many float64 votes, in native byte order. Each as
+        classes, then as many float64 votes, in native byte order; or, where
+        ``full[t]`` is ``r > 0``, as one int32 expert per row of ``r`` votes, then the
+        ``counts[t]`` votes (every class ``0 .. r - 1`` of each row, in order). Each as
         :meth:`ascending` gives it, read in one compiled pass: None for one that is not
         kept so."""
-        e, c, v, ptr, ok, sizes, classes, low, high = blocks_experts(buf, starts, counts, k)
+        if full is None:
+            full = np.zeros(starts.size, dtype=np.int64)
+        e, c, v, ptr, ok, sizes, classes, low, high = blocks_experts(buf, starts, counts, full, k)
         rows = cls.rows(e, c, v, ptr, sizes, classes, low, high)
         return [x if good else None for x, good in zip(rows, ok.tolist(), strict=True)]
 

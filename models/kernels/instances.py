@@ -13,6 +13,7 @@ __all__ = [
     "blocks_attributes",
     "blocks_experts",
     "digit_keys",
+    "full_rows",
     "sparse_rows",
     "vote_rows",
 ]
@@ -204,15 +205,33 @@ def vote_rows(
 
 
 @njit(cache=True, nogil=True)
+def full_rows(e: np.ndarray, c: np.ndarray) -> int:  # pragma: no cover
+    """``k`` when the triples' pairs ``(e, c)``, as an instance keeps them, are every
+    class ``0 .. k - 1`` of each of their experts, in order; else 0 (and for none)."""
+    n = e.size
+    if n == 0:
+        return 0
+    k = c[n - 1] + 1
+    if n % k != 0:
+        return 0
+    for i in range(n):
+        if c[i] != i % k or e[i] != e[i - i % k]:
+            return 0
+    return k
+
+
+@njit(cache=True, nogil=True)
 def blocks_experts(
-    buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, k: int
+    buf: np.ndarray, starts: np.ndarray, counts: np.ndarray, full: np.ndarray, k: int
 ) -> tuple[np.ndarray, ...]:
     """``(e, c, v, ptr, ok, sizes, classes, low, high)``: the expert instances held in
-    the bytes ``buf`` as blocks, instance ``t`` from ``starts[t]`` on as ``counts[t]``
-    int32 experts, as many int32 classes, then as many float64 votes (native order).
-    Their triples as int64 and float64, instance ``t``'s at ``ptr[t]:ptr[t + 1]``, with
-    its extent, classes and value range; ``ok[t]`` as :func:`ascending_experts` tells
-    for one (the rest of an instance that is not ok is left unset)."""
+    the bytes ``buf`` as blocks of ``counts[t]`` triples from ``starts[t]`` on:
+    ``counts[t]`` int32 experts, as many int32 classes, then as many float64 votes
+    (native order); or, where ``full[t]`` is some ``r > 0``, one int32 expert per row of
+    ``r`` votes then the votes, every class ``0 .. r - 1`` of each row in order. Their
+    triples as int64 and float64, instance ``t``'s at ``ptr[t]:ptr[t + 1]``, with its
+    extent, classes and value range; ``ok[t]`` as :func:`ascending_experts` tells for
+    one (the rest of an instance that is not ok is left unset)."""
     n = starts.size
     ptr = np.zeros(n + 1, dtype=np.int64)
     ptr[1:] = np.cumsum(counts)
@@ -226,13 +245,21 @@ def blocks_experts(
     high = np.zeros(n)
     limit = (2**62) // max(k, 1)  # e * k + c stays within int64
     for t in range(n):
-        m, s, p = counts[t], starts[t], ptr[t]
-        e = buf[s : s + 4 * m].view(np.int32)
-        c = buf[s + 4 * m : s + 8 * m].view(np.int32)
-        v = buf[s + 8 * m : s + 16 * m].view(np.float64)
+        m, s, p, r = counts[t], starts[t], ptr[t], full[t]
+        # the experts (one per row when full), the classes (unread when full), the votes
+        ne = m if r == 0 else m // r
+        e = buf[s : s + 4 * ne].view(np.int32)
+        nc = m if r == 0 else 0
+        c = buf[s + 4 * ne : s + 4 * ne + 4 * nc].view(np.int32)
+        at = s + 4 * ne + 4 * nc
+        v = buf[at : at + 8 * m].view(np.float64)
         top, lo, hi, previous, good = 0, np.inf, -np.inf, -1, True
         for i in range(m):
-            ei, ci, vi = int(e[i]), int(c[i]), float(v[i])
+            if r == 0:
+                ei, ci = int(e[i]), int(c[i])
+            else:
+                ei, ci = int(e[i // r]), i % r
+            vi = float(v[i])
             if ei < 0 or ei >= limit or ci < 0 or ci >= k or vi == 0.0 or not np.isfinite(vi):
                 good = False
                 break

@@ -126,3 +126,55 @@ async def test_least_recently_used_models_leave_memory(redis_url: str, redis_pre
     finally:
         await service.close()
         await close(client)
+
+
+FUSION: dict[str, Any] = {
+    "labels": ["a", "b", "c"],
+    "input": {"experts": {"expert_names": ["e0", "e1", "e2", "e3"]}},
+    "learner": {"kind": "committee"},
+    "label_ttl": 60.0,
+}
+
+
+async def test_workers_storing_votes_in_either_form_agree(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """A worker that keeps full rows of votes compactly and one that keeps the older form
+    share a model: each reads the other's entries, and they learn the same."""
+    clients = [connect(redis_url) for _ in range(2)]
+    services = [
+        ModelService(
+            ModelStore(c, redis_prefix),
+            Settings(redis_url=redis_url, key_prefix=redis_prefix, compact_votes=compact),
+        )
+        for c, compact in zip(clients, (True, False), strict=True)
+    ]
+    try:
+        rng = np.random.default_rng(5)
+        await services[0].create_model("f", FUSION)
+        results: list[Any] = []
+        for i in range(60):
+            worker = services[i % 2]
+            # every expert scores every label, but now and then one leaves a label out
+            votes = {f"e{e}": {c: float(rng.uniform(0.1, 1)) for c in "abc"} for e in range(4)}
+            if i % 5 == 0:
+                del votes["e1"]["b"]
+            x, y = {"experts": votes}, "abc"[int(rng.integers(3))]
+            if i % 3:
+                results += await worker.trials.learn("f", [(x, y)])
+            else:
+                (p,) = await worker.trials.predict("f", [(x, None)])
+                assert isinstance(p, dict)
+                results += await services[1 - i % 2].trials.label("f", [(p["trial_id"], y)])
+        assert all(isinstance(r, dict) for r in results)
+        states = [await s.export_state("f") for s in services]
+        assert states[0][0] == 60 and states[0] == states[1]
+        live = [await s.replicas.live("f") for s in services]
+        assert [m.quarantined for m in live] == [0, 0]
+        log = await services[0].store.read_log("f", 0, 100)
+        tags = {dict(zip(f[::2], f[1::2], strict=True))[b"x"][:1] for _, f in log}
+        assert tags == {b"E", b"F"}
+    finally:
+        for s, c in zip(services, clients, strict=True):
+            await s.close()
+            await close(c)

@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import Any
 
+import numpy as np
 import orjson
 import pytest
 
@@ -91,6 +92,40 @@ async def test_scripts_refuse_indices_beyond_the_model(store: ModelStore) -> Non
             )
     m = await store.read("m")
     assert m.version == 0 and m.counters["learned"] == 0 and m.counters["labelled"] == 0
+
+
+def rows(k: int, experts: list[int]) -> bytes:
+    """A full-row instance: ``k`` votes for each of ``experts``."""
+    votes = np.ones(len(experts) * max(k, 0), "<f8").tobytes()
+    return b"F" + np.array([k, *experts], "<i4").tobytes() + votes
+
+
+async def test_scripts_check_rows_of_votes_against_the_model(store: ModelStore) -> None:
+    inc = await create(store)  # 2 classes, 4 coordinates
+    good = [rows(2, [0, 3]), rows(1, [1])]
+    bad = [rows(3, [0]), rows(2, [4]), rows(0, []), rows(2, [0])[:-1], b"F\x02\x00"]
+    for data in bad:
+        with pytest.raises(CorruptData, match="nothing was written"):
+            await store.learn(
+                "m", inc, 0, fold=b"", limit=0, keep_ms=1000, groups=[LearnGroup([(data, 0)])]
+            )
+        _, res = await store.predict(
+            "m",
+            inc,
+            0,
+            strict=False,
+            ttl_ms=60_000,
+            fold=b"",
+            limit=0,
+            most_pending=10,
+            items=[("t", data, 0, b"\x00" * 16)],
+        )
+        assert [r.status for r in res] == ["invalid"], data
+    assert (await store.read("m")).version == 0
+    _, res = await store.learn(
+        "m", inc, 0, fold=b"", limit=0, keep_ms=1000, groups=[LearnGroup([(g, 1) for g in good])]
+    )
+    assert res[0].status == "ok" and (await store.read("m")).version == 2
 
 
 async def test_create_is_atomic_and_bounded(store: ModelStore) -> None:

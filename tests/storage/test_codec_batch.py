@@ -15,6 +15,7 @@ from storage.codec import (
     decode_entry,
     decode_instance,
     decode_instances,
+    encode_instance,
 )
 from storage.errors import CorruptData
 
@@ -29,9 +30,11 @@ def stored(draw: Any, size: int = 6, k: int = 4) -> bytes:
     """The bytes of an instance as the log may hold them: mostly kept in order for a
     model of ``size`` and ``k`` classes, with at most one flaw, else with any fault a
     stored instance can have."""
-    tag = draw(st.sampled_from([b"E", b"E", b"A", b"A", b"Q", b""]))
+    tag = draw(st.sampled_from([b"E", b"E", b"A", b"A", b"F", b"F", b"Q", b""]))
     m = draw(st.integers(0, 6))
     top = max(size - 1, 0)
+    if tag == b"F":
+        return draw(rows(m, top, k))
     if draw(st.integers(0, 3)):  # kept in order
         if tag == b"A":
             places: list[Any] = sorted(draw(st.sets(st.integers(0, top), max_size=m)))
@@ -56,6 +59,30 @@ def stored(draw: Any, size: int = 6, k: int = 4) -> bytes:
     body = b"".join(np.array(a, "<i4").tobytes() for a in arrays)
     data = tag + body + np.array(values, "<f8").tobytes()
     cut = draw(st.sampled_from([0, 0, 0, 1, -1]))
+    return data + b"\x00" if cut > 0 else data[:cut] if cut < 0 else data
+
+
+@st.composite
+def rows(draw: Any, m: int, top: int, k: int) -> bytes:
+    """The bytes of a full-row instance of ``m`` experts up to ``top`` as the log may hold
+    them: mostly in order, rows of at most ``k`` classes, with at most one flaw."""
+    r = draw(st.sampled_from([*range(1, k + 1)] * 3 + [0, -1, k + 1]))
+    if draw(st.integers(0, 3)):  # kept in order
+        experts = sorted(draw(st.sets(st.integers(0, top), max_size=m)))
+        values = [draw(GOOD) for _ in range(len(experts) * max(r, 0))]
+        flaw = draw(FLAWS)
+        if experts and flaw is not None:
+            at = draw(st.integers(0, len(experts) - 1))
+            if flaw == "repeat":
+                experts.insert(at, experts[at])
+                values += [1.0] * max(r, 0)
+            elif values:
+                values[draw(st.integers(0, len(values) - 1))] = flaw
+    else:
+        experts = draw(st.lists(st.integers(-1, 8), min_size=m, max_size=m))
+        values = draw(st.lists(VALUES, min_size=m * max(r, 0), max_size=m * max(r, 0)))
+    data = b"F" + np.array([r, *experts], "<i4").tobytes() + np.array(values, "<f8").tobytes()
+    cut = draw(st.sampled_from([0, 0, 0, 1, -1, -9]))
     return data + b"\x00" if cut > 0 else data[:cut] if cut < 0 else data
 
 
@@ -142,3 +169,28 @@ def test_entries_together_are_each_as_decoded_alone(
             assert got.x is None
         else:
             same_instance(alone.x, got.x)
+
+
+@st.composite
+def votes(draw: Any) -> Experts:
+    """Sub-experts' votes: mostly every class of each expert, now and then with gaps."""
+    n, k = draw(st.integers(1, 5)), draw(st.integers(1, 4))
+    dense = np.array(draw(st.lists(GOOD, min_size=n * k, max_size=n * k))).reshape(n, k)
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+        dense[draw(st.integers(0, n - 1)), draw(st.integers(0, k - 1))] = 0.0
+    x = Experts.from_dense(dense)
+    return Experts(x.expert, x.cls, x.value)  # its extent as the stored form gives it
+
+
+@settings(max_examples=300, deadline=None)
+@given(votes(), st.booleans())
+def test_an_instance_reads_back_as_it_was_in_either_form(x: Experts, rows: bool) -> None:
+    data = encode_instance(x, rows)
+    counts = np.bincount(x.expert) if x.expert.size else np.zeros(0, dtype=np.int64)
+    full = rows and x.expert.size > 0 and set(counts[counts > 0].tolist()) == {x.n_classes}
+    assert data[:1] == (b"F" if full else b"E")
+    if full:  # a row of votes per expert: 4 bytes for k, 4 per expert, 8 per vote
+        assert len(data) == 1 + 4 + 4 * len(set(x.expert.tolist())) + 8 * x.expert.size
+    size = int(x.expert.max()) + 1 if x.expert.size else 0
+    same_instance(one(data, size, x.n_classes), x)
+    same_instance(decode_instances([data, data], size, x.n_classes)[1], x)
