@@ -33,8 +33,12 @@ async def keys(store: ModelStore) -> set[str]:
     return {k.decode() for k in await store.client.keys(f"{store.prefix}:*")}
 
 
-async def predict(store: ModelStore, inc: str, ids: list[str], most: int = 10_000) -> list[str]:
-    items = [(t, x(i), 0, b"\x00" * 16) for i, t in enumerate(ids)]
+async def predict(
+    store: ModelStore, inc: str, ids: list[str], most: int = 10_000, data: bytes | None = None
+) -> list[str]:
+    """The statuses of storing a prediction under each of ``ids``, of instance ``data``
+    (else one of its own)."""
+    items = [(t, x(i) if data is None else data, 0, b"\x00" * 16) for i, t in enumerate(ids)]
     _, res = await store.predict(
         "m",
         inc,
@@ -109,18 +113,7 @@ async def test_scripts_check_rows_of_votes_against_the_model(store: ModelStore) 
             await store.learn(
                 "m", inc, 0, fold=b"", limit=0, keep_ms=1000, groups=[LearnGroup([(data, 0)])]
             )
-        _, res = await store.predict(
-            "m",
-            inc,
-            0,
-            strict=False,
-            ttl_ms=60_000,
-            fold=b"",
-            limit=0,
-            most_pending=10,
-            items=[("t", data, 0, b"\x00" * 16)],
-        )
-        assert [r.status for r in res] == ["invalid"], data
+        assert await predict(store, inc, ["t"], data=data) == ["invalid"], data
     assert (await store.read("m")).version == 0
     _, res = await store.learn(
         "m", inc, 0, fold=b"", limit=0, keep_ms=1000, groups=[LearnGroup([(g, 1) for g in good])]
