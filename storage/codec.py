@@ -117,6 +117,8 @@ def decode_instance(data: bytes, size: int, n_classes: int) -> Attributes | Expe
             e = np.repeat(np.frombuffer(body, _I4, rows, 4), k)
             c = np.tile(np.arange(k, dtype=_I4), rows)
             v = np.frombuffer(body, _F8, rows * k, 4 + 4 * rows)
+            # read-only as E's arrays over the stored bytes: the same compiled check
+            e.flags.writeable = c.flags.writeable = False
             kept = Experts.ascending(e, c, v, n_classes)
             x = Experts(e, c, v) if kept is None else kept
             top = x.size

@@ -31,7 +31,7 @@ from app.summary import summarize
 from app.warm import Warmup
 from models.registry import KINDS
 from models.warm import warm_kernels
-from storage.codec import encode_instance
+from storage.codec import decode_instance, encode_instance
 
 BINARY, INTS, MULTI = ["pos", "neg"], [1, -1], ["a", "b", "c", "d", "e"]
 DENSE = {"attributes": {"n_features": 10}}
@@ -39,6 +39,7 @@ SPARSE = {"attributes": {"n_features": 50, "constant_attribute": True}}
 NAMED = {"attributes": {"feature_names": ["x", "y", "z", "w"]}}
 HASHED = {"attributes": {"hashing": {"n_features": 64, "seed": 7}, "constant_attribute": True}}
 EXPERTS = {"experts": {"expert_names": ["c1", "c2", "c3", "c4"], "threshold_experts": True}}
+SCORES = {"experts": {"expert_names": ["c1", "c2", "c3"]}}  # deployed classifiers' scores
 FUSION = {
     "experts": {"expert_names": ["c1", "c2"], "normalize": "argmax", "split_classes": "all"},
     "attributes": {"n_features": 5},
@@ -62,6 +63,7 @@ CASES: list[tuple[dict[str, Any], dict[str, Any], list[Any]]] = [
     ({"kind": "committee", "alpha": 2}, EXPERTS, MULTI),
     ({"kind": "committee", "alpha": 1.5}, FUSION, BINARY),
     ({"kind": "committee"}, DENSE, MULTI),
+    ({"kind": "committee"}, SCORES, MULTI),
     ({"kind": "multiclass-winnow", "alpha": 3, "init": 2}, EXPERTS, MULTI),
     ({"kind": "weighted-majority", "beta": 0, "update": "on_mistake"}, EXPERTS, MULTI),
     ({"kind": "weighted-majority"}, FUSION, BINARY),
@@ -153,6 +155,12 @@ def serve_first_requests(config: dict[str, Any]) -> None:
         for t, (x, y) in enumerate(zip(xs[:3], ys, strict=False))
     ]
     m.apply(logged)
+    alone = xs[:2]
+    if config["input"] == SCORES:  # every sub-expert scoring every label
+        names = config["input"]["experts"]["expert_names"]
+        alone.append(m.encode({"experts": {n: rng.random(m.k).tolist() for n in names[:2]}}))
+    for x in alone:  # an entry read alone, as a backtest reads the log
+        decode_instance(encode_instance(x), m.size, m.k)
     m.predict(xs[1])
     summarize(m)
     again = LiveModel("warm", "i1", config, version=m.version, state=m.export(), limits=ROOMY)
