@@ -146,8 +146,9 @@ def decode_instances(
     alone, which says what is wrong with it."""
     out: list[Attributes | Experts | CorruptData | None] = [None] * len(data)
     if _NATIVE:
-        attributes: list[tuple[int, int, int]] = []  # (item, offset in the block, count)
-        experts: list[tuple[int, int, int, int]] = []  # the same, and the row length or 0
+        # (item, offset of its arrays, count, the row length of an F instance or 0)
+        attributes: list[tuple[int, int, int, int]] = []
+        experts: list[tuple[int, int, int, int]] = []
         for t, d in enumerate(data):
             if type(d) is not bytes or len(d) < 2:
                 continue
@@ -158,7 +159,7 @@ def decode_instances(
                 if rows and k <= n_classes:
                     experts.append((t, 5, rows * k, k))
             elif d[0] == _A and (len(d) - 1) % 12 == 0:
-                attributes.append((t, 1, (len(d) - 1) // 12))
+                attributes.append((t, 1, (len(d) - 1) // 12, 0))
         for todo in (attributes, experts):
             if not todo:
                 continue
@@ -171,7 +172,7 @@ def decode_instances(
                 Attributes.many_from_blocks(buf, starts, counts)
                 if todo is attributes
                 else Experts.many_from_blocks(
-                    buf, starts, counts, n_classes, np.array([t[3] for t in experts], np.int64)
+                    buf, starts, counts, n_classes, np.array([t[3] for t in todo], np.int64)
                 )
             )
             for item, x in zip(todo, got, strict=True):

@@ -130,7 +130,7 @@ class Committee(MulticlassLearner):
 
     def _decide_many(self, xs: list[Experts]) -> list[tuple[int, np.ndarray]]:
         if len(xs) < 2:
-            return [self._decide(x) for x in xs]
+            return super()._decide_many(xs)
         ptr = np.zeros(len(xs) + 1, dtype=np.int64)
         np.cumsum([x.expert.shape[0] for x in xs], out=ptr[1:])
         best, s = linear_max_decide_rows(
