@@ -209,6 +209,8 @@ def read_trial(
     The members: ``instance``; ``trial_id``, null or an id; ``track``, a boolean;
     ``label``, a string of at most 256 characters or an integer; ``op``, a string;
     ``id``, null, a string of at most 256 characters or an integer."""
+    if not _may_hold_experts(raw, required):
+        return None
     n, spans, e0, e1 = trial_members(np.frombuffer(raw, dtype=np.uint8))
     if n < 0:
         return None
@@ -226,6 +228,8 @@ def read_batch(
     ``track``, a boolean or null, is read), whose every item is a trial as
     :func:`read_trial` reads it, at most ``most`` of them: the items, and the other
     members; None when it is not plainly so (then read it with :meth:`Body.read`)."""
+    if not _may_hold_experts(raw, required):
+        return None
     n, spans, m, counts, rows, experts = batch_members(np.frombuffer(raw, dtype=np.uint8), most)
     if n < 0 or m <= 0:
         return None
@@ -249,6 +253,13 @@ def read_batch(
             return None
         items.append(got)
     return items, extras
+
+
+def _may_hold_experts(raw: bytes, required: frozenset[str]) -> bool:
+    """False when the compiled readers would read ``raw`` only to refuse it: an instance
+    is required, and the text lacks ``"experts"`` (their members have no escapes), as
+    instances of attributes do. Their pass costs more than the search."""
+    return "instance" not in required or b'"experts"' in raw
 
 
 def _trial(

@@ -6,7 +6,9 @@ calls' fast path a dispatcher that matches the same paths, reads the body the sa
 parses it with orjson and answers a small orjson object: what any request to the service
 costs before its model is touched, so the service's throughput over this one is the share
 of its own ceiling it reaches. ``POST /parse/learn/batch`` parses a batch and answers its
-item count.
+item count; ``POST /parse/append/learn/batch`` also appends each item, as orjson writes
+it, to a Redis stream (``EDGE_REDIS_URL``), all in one script call: the least a service
+that keeps every trial it takes must do beside parsing.
 
 The service serves the statistics read ahead of the router too, and so does the edge:
 ``GET /v1/models/{name}/stats`` answers, written by orjson, the document last given to
@@ -20,11 +22,13 @@ Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
 
 from __future__ import annotations
 
+import os
 import re
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
+import redis.asyncio as redis_asyncio
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -35,9 +39,19 @@ from app.limits import BodyLimit, Busy
 from app.main import fastapi_options
 from app.metrics import RequestMetrics
 
-_PATH = re.compile(r"/v1/models/([^/]+)/(predict|label|learn)(/batch)?|/parse/learn/batch")
+_PATH = re.compile(
+    r"/v1/models/([^/]+)/(predict|label|learn)(/batch)?|/parse(/append)?/learn/batch"
+)
 _STATS = re.compile(r"/v1/models/([^/]+)/stats")
 _JSON = (b"content-type", b"application/json")
+# each item as an entry of one stream, kept to about its last 100,000 (as the service
+# trims its log), appended in order
+APPEND = """
+for i = 1, #ARGV do
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', 100000, '*', 'x', ARGV[i])
+end
+return #ARGV
+"""
 
 
 class EdgeDispatch:
@@ -45,6 +59,9 @@ class EdgeDispatch:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        url = os.environ.get("EDGE_REDIS_URL")
+        self.redis = None if url is None else redis_asyncio.Redis.from_url(url)
+        self.append = None if self.redis is None else self.redis.register_script(APPEND)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -68,8 +85,13 @@ class EdgeDispatch:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         doc = orjson.loads(b"".join(chunks))
-        if match[1] is None:  # parse only: the item count
+        if match[1] is None and match[4] is None:  # parse only: the item count
             answer = {"items": len(doc["items"])}
+        elif match[1] is None:  # parse and append
+            if self.append is None:
+                raise RuntimeError("EDGE_REDIS_URL is not set: nowhere to append")
+            items = [orjson.dumps(item) for item in doc["items"]]
+            answer = {"items": await self.append(keys=["edge:log"], args=items)}
         else:
             answer = {"trial_id": doc.get("trial_id"), "label": doc.get("label"), "ok": True}
         await self._send(send, orjson.dumps(answer))

@@ -29,7 +29,11 @@ p50 / p99 latency of
   dispatcher that parses each body with orjson and answers, nothing behind it. The
   service's share of its edge's throughput, and their p99s, are the headline ratios;
 * ``learn/batch`` against the edge parsing the same batches and answering their item
-  count (``batch_learn_vs_parse_only``);
+  count (``batch_learn_vs_parse_only``), and against the edge parsing them and appending
+  each item to a Redis stream of the same Redis, one script call per batch
+  (``batch_learn_vs_parse_and_append``): Redis alone spends several times the parse's
+  CPU on each trial the service keeps, so the second is the ceiling of a service that
+  keeps what it learns;
 * the statistics read (``GET /v1/models/bw/stats``) while the model learns about 1,000
   trials/s: single ``learn`` requests sent at that rate, open loop, from the start of the
   warm-up to the end of the phase, beside 4 clients reading back to back; the same
@@ -121,6 +125,7 @@ TARGETS = {
     "learn_p99_vs_edge_p99": ("<=", 2.0),
     "stats_p99_vs_edge_p99": ("<=", 2.0),
     "batch_learn_vs_parse_only": (">=", 0.5),
+    "batch_learn_vs_parse_and_append": (">=", 0.5),
     "predict_vs_empty_endpoint": (">=", 0.5),
     "label_vs_empty_endpoint": (">=", 0.35),
     "learn_vs_empty_endpoint": (">=", 0.35),
@@ -574,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             uvicorn(
                 "edge",
                 ["_service_edge:create", "--factory", "--app-dir", str(BENCH_DIR)],
-                {},
+                {"EDGE_REDIS_URL": redis.url},
                 tmp,
                 lambda h: h.get("/healthz").status_code == 200,
             )
@@ -601,6 +606,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         create_and_prime(http_auth, "bw", N_FEATURES, main_stream)
         on_secured = {"watch": {"server": secured.pid, "redis": redis_pid}}
         on_edge = {"watch": {"server": edge.pid}}
+        on_edge_redis = {"watch": {"server": edge.pid, "redis": redis_pid}}
         fusion = {
             shape: Stream.fusion(trials, n, k, args.seed + 3 + i)
             for i, (shape, (n, k)) in enumerate(FUSION_SHAPES.items())
@@ -730,6 +736,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                 concurrency=BATCH_CONCURRENCY,
                 **on_edge,
             )
+            run(
+                "append_batch",
+                edge,
+                "/parse/append/learn/batch",
+                streams["bw-batch"][1].batch_bodies(BATCH_ITEMS),
+                concurrency=BATCH_CONCURRENCY,
+                **on_edge_redis,
+            )
             for shape, stream in fusion.items():
                 fusion_round(k, shape, stream)
             # the feature-count pair back to back, in alternating order
@@ -796,7 +810,14 @@ def report(run: Runner, rounds: int) -> None:
     parse = run.best("parse_batch")
     print("learn/batch against the edge parsing the same batches")
     phase("parse_batch", parse, per=BATCH_ITEMS)
-    print(line("batch_learn_vs_parse_only", batch.rate / parse.rate))
+    print(line("batch_learn_vs_parse_only", batch.rate / parse.rate) + spread(run, "batch_learn"))
+    append = run.best("append_batch")
+    print("learn/batch against the edge parsing the same batches and appending their items")
+    phase("append_batch", append, per=BATCH_ITEMS)
+    print(
+        line("batch_learn_vs_parse_and_append", batch.rate / append.rate)
+        + spread(run, "batch_learn")
+    )
     print()
     print("fusion: sub-experts' scores for every label as mappings, against the edge")
     worst: dict[str, list[float]] = {}

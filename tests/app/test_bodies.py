@@ -120,6 +120,25 @@ def test_plain_fusion_bodies_are_read_fast_and_odd_ones_left() -> None:
     assert bodies.read_trial(b'{"instance": {"experts": {}}', *PREDICT[1:]) is None
 
 
+def test_bodies_of_attributes_are_left_before_the_compiled_pass() -> None:
+    """A body whose instance cannot be of experts is left to :meth:`Body.read` at once;
+    one that may be, or that needs no instance, goes through the pass."""
+    for required, doc in [
+        (PREDICT[2], {"instance": {"features": {"3": 1.0}}}),
+        (LEARN[2], {"instance": {"features": [0.5, 1]}, "label": "expert"}),
+        (LEARN[2], {"instance": {"features": {"expert": 1}}, "label": 1}),
+    ]:
+        assert not bodies._may_hold_experts(json.dumps(doc).encode(), required), doc
+    for required, doc in [
+        (PREDICT[2], {"instance": {"experts": {}}}),
+        (LEARN[2], {"label": 1, "instance": {"features": {"3": 1.0}, "experts": {}}}),
+        (frozenset({"trial_id", "label"}), {"trial_id": "t-1", "label": "a"}),
+        # the text is searched, not read: this one takes the pass, which refuses it
+        (LEARN[2], {"instance": {"features": [0.5, 1]}, "label": "experts"}),
+    ]:
+        assert bodies._may_hold_experts(json.dumps(doc).encode(), required), doc
+
+
 PREDICT_BATCHED = (PREDICT_BATCH, PREDICT[1:], _PREDICT_BATCH_TOP, 1_000)
 LEARN_BATCHED = (LEARN_BATCH, LEARN[1:], _BATCH_TOP, 1_000)
 

@@ -20,6 +20,8 @@ EXPECTED = [
     "predict_auth_vs_no_auth",
     *(f"parse_batch_{f}" for f in ("rps", "p50_ms", "p99_ms", "server_cpu_us")),
     "batch_learn_vs_parse_only",
+    *(f"append_batch_{f}" for f in SERVED),
+    "batch_learn_vs_parse_and_append",
     *(f"stats_{f}" for f in SERVED),
     *(f"edge_stats_{f}" for f in (*PHASE, "server_cpu_us")),
     "stats_background_learns_per_s",
