@@ -164,6 +164,7 @@ class TrialCalls:
             ]
         ids = [trial_id or self._new_trial_id() for _, trial_id in items]
         encoded_for = ""
+        rows = self.settings.compact_votes
         for attempt in range(4):
             m = await self.replicas.live(name)
             if m.incarnation != encoded_for:  # (again) for this incarnation
@@ -172,8 +173,8 @@ class TrialCalls:
                 if await self._changed(m, instances):
                     instances = self._instances(m, [payload for payload, _ in items])
                 todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
-                rows = self.settings.compact_votes
                 encoded = [encode_instance(x, rows) for _, x in todo]
+                other_form: set[int] = set()  # the items sent in the form rows does not pick
             out: list[Result] = [x if isinstance(x, BadInput) else {} for x in instances]
             if not todo:
                 return out
@@ -204,10 +205,36 @@ class TrialCalls:
             m = await self.replicas.catch_up(m, sync)
             if results is None:  # another worker applied a trial meanwhile: predict again
                 continue
+            if attempt < 3 and self._in_other_form(todo, results, encoded, other_form, rows):
+                continue  # a retry, pending as another worker kept it: ask again
             for (i, _), (c, s), r in zip(todo, made, results, strict=True):
                 out[i] = self._stored(m, ids[i], c, s, known, r.status, r)
             return out
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _in_other_form(
+        todo: Sequence[tuple[int, Attributes | Experts]],
+        results: Sequence[Any],
+        encoded: list[bytes],
+        other_form: set[int],
+        rows: bool,
+    ) -> bool:
+        """Whether some item was refused as taken, and its instance has a second stored
+        form (full rows of scores, kept compactly or not: ``compact_votes``) it was not
+        yet sent in; ``encoded`` then holds that form for it. A retry of a prediction
+        that a worker with the other setting stored is so answered as that worker would
+        have, not as a conflict: the trial's pending instance is compared byte for byte."""
+        again = False
+        for j, ((_, x), r) in enumerate(zip(todo, results, strict=True)):
+            if r.status != "conflict" or j in other_form:
+                continue
+            other = encode_instance(x, not rows)
+            if other != encoded[j]:
+                encoded[j] = other
+                other_form.add(j)
+                again = True
+        return again
 
     def _stored(
         self, m: LiveModel, t: str, c: int, s: np.ndarray, known: int, status: str, r: Any

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from app.config import Settings
+from app.errors import TrialConflict
 from app.service import ModelService
 from storage.client import close, connect
 from storage.repository import ModelStore
@@ -136,11 +137,10 @@ FUSION: dict[str, Any] = {
 }
 
 
-async def test_workers_storing_votes_in_either_form_agree(
-    redis_url: str, redis_prefix: str
-) -> None:
-    """A worker that keeps full rows of votes compactly and one that keeps the older form
-    share a model: each reads the other's entries, and they learn the same."""
+@pytest.fixture
+async def either_form(redis_url: str, redis_prefix: str) -> AsyncIterator[list[ModelService]]:
+    """Two workers on one Redis: the first keeps full rows of votes compactly, the
+    second in the older form (``compact_votes`` off), as during a rolling upgrade."""
     clients = [connect(redis_url) for _ in range(2)]
     services = [
         ModelService(
@@ -149,32 +149,62 @@ async def test_workers_storing_votes_in_either_form_agree(
         )
         for c, compact in zip(clients, (True, False), strict=True)
     ]
-    try:
-        rng = np.random.default_rng(5)
-        await services[0].create_model("f", FUSION)
-        results: list[Any] = []
-        for i in range(60):
-            worker = services[i % 2]
-            # every expert scores every label, but now and then one leaves a label out
-            votes = {f"e{e}": {c: float(rng.uniform(0.1, 1)) for c in "abc"} for e in range(4)}
-            if i % 5 == 0:
-                del votes["e1"]["b"]
-            x, y = {"experts": votes}, "abc"[int(rng.integers(3))]
-            if i % 3:
-                results += await worker.trials.learn("f", [(x, y)])
-            else:
-                (p,) = await worker.trials.predict("f", [(x, None)])
-                assert isinstance(p, dict)
-                results += await services[1 - i % 2].trials.label("f", [(p["trial_id"], y)])
-        assert all(isinstance(r, dict) for r in results)
-        states = [await s.export_state("f") for s in services]
-        assert states[0][0] == 60 and states[0] == states[1]
-        live = [await s.replicas.live("f") for s in services]
-        assert [m.quarantined for m in live] == [0, 0]
-        log = await services[0].store.read_log("f", 0, 100)
-        tags = {dict(zip(f[::2], f[1::2], strict=True))[b"x"][:1] for _, f in log}
-        assert tags == {b"E", b"F"}
-    finally:
-        for s, c in zip(services, clients, strict=True):
-            await s.close()
-            await close(c)
+    yield services
+    for s, c in zip(services, clients, strict=True):
+        await s.close()
+        await close(c)
+
+
+async def test_workers_storing_votes_in_either_form_agree(either_form: list[ModelService]) -> None:
+    """Each worker reads the other's entries, and they learn the same."""
+    services = either_form
+    rng = np.random.default_rng(5)
+    await services[0].create_model("f", FUSION)
+    results: list[Any] = []
+    for i in range(60):
+        worker = services[i % 2]
+        # every expert scores every label, but now and then one leaves a label out
+        votes = {f"e{e}": {c: float(rng.uniform(0.1, 1)) for c in "abc"} for e in range(4)}
+        if i % 5 == 0:
+            del votes["e1"]["b"]
+        x, y = {"experts": votes}, "abc"[int(rng.integers(3))]
+        if i % 3:
+            results += await worker.trials.learn("f", [(x, y)])
+        else:
+            (p,) = await worker.trials.predict("f", [(x, None)])
+            assert isinstance(p, dict)
+            results += await services[1 - i % 2].trials.label("f", [(p["trial_id"], y)])
+    assert all(isinstance(r, dict) for r in results)
+    states = [await s.export_state("f") for s in services]
+    assert states[0][0] == 60 and states[0] == states[1]
+    live = [await s.replicas.live("f") for s in services]
+    assert [m.quarantined for m in live] == [0, 0]
+    log = await services[0].store.read_log("f", 0, 100)
+    tags = {dict(zip(f[::2], f[1::2], strict=True))[b"x"][:1] for _, f in log}
+    assert tags == {b"E", b"F"}
+
+
+async def test_a_prediction_retried_on_a_worker_of_the_other_form_is_answered(
+    either_form: list[ModelService],
+) -> None:
+    """A predict retried with its trial id on a worker that keeps votes in the other form
+    gets the first answer, not a conflict; another instance under that id still
+    conflicts, in either form."""
+    services = either_form
+    await services[0].create_model("f", FUSION)
+    votes = {f"e{e}": {c: 0.1 + 0.2 * e + 0.05 * j for j, c in enumerate("abc")} for e in range(4)}
+    other = {"experts": {**votes, "e0": {"a": 0.9, "b": 0.05, "c": 0.05}}}
+    for first, retry in ((0, 1), (1, 0)):
+        t = f"t{first}"
+        items = [({"experts": votes}, t), ({"experts": votes}, None)]
+        got = await services[first].trials.predict("f", items)
+        again = await services[retry].trials.predict("f", items[:1])
+        assert again == got[:1]
+        for s in services:  # another instance under the same trial id
+            (refused,) = await s.trials.predict("f", [(other, t)])
+            assert isinstance(refused, TrialConflict), refused
+        # the trial is labelled once, and then the same retry is a conflict
+        (labelled,) = await services[retry].trials.label("f", [(t, "a")])
+        assert isinstance(labelled, dict)
+        (late,) = await services[first].trials.predict("f", items[:1])
+        assert isinstance(late, TrialConflict), late
