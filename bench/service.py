@@ -719,31 +719,23 @@ def main(argv: Sequence[str] | None = None) -> None:
             run("label", service, f"{base}/label", bodies, cycle=False, **on_service)
             run("learn", service, f"{base}/learn", main_stream.learn_bodies(), **on_service)
             stats_round(k)
-            run(
-                "batch_learn",
-                service,
-                "/v1/models/bw-batch/learn/batch",
-                streams["bw-batch"][1].batch_bodies(BATCH_ITEMS),
-                concurrency=BATCH_CONCURRENCY,
-                reject=b'"error":{',
-                **on_service,
-            )
-            run(
-                "parse_batch",
-                edge,
-                "/parse/learn/batch",
-                streams["bw-batch"][1].batch_bodies(BATCH_ITEMS),
-                concurrency=BATCH_CONCURRENCY,
-                **on_edge,
-            )
-            run(
-                "append_batch",
-                edge,
-                "/parse/append/learn/batch",
-                streams["bw-batch"][1].batch_bodies(BATCH_ITEMS),
-                concurrency=BATCH_CONCURRENCY,
-                **on_edge_redis,
-            )
+            batches = streams["bw-batch"][1].batch_bodies(BATCH_ITEMS)
+            for name, server, path, watch in [
+                ("batch_learn", service, "/v1/models/bw-batch/learn/batch", on_service),
+                ("parse_batch", edge, "/parse/learn/batch", on_edge),
+                ("append_batch", edge, "/parse/append/learn/batch", on_edge_redis),
+            ]:
+                # a service's answer holding an item's error counts as a failed request
+                reject = b'"error":{' if server is service else None
+                run(
+                    name,
+                    server,
+                    path,
+                    batches,
+                    concurrency=BATCH_CONCURRENCY,
+                    reject=reject,
+                    **watch,
+                )
             for shape, stream in fusion.items():
                 fusion_round(k, shape, stream)
             # the feature-count pair back to back, in alternating order
