@@ -60,8 +60,9 @@ class EdgeDispatch:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         url = os.environ.get("EDGE_REDIS_URL")
-        self.redis = None if url is None else redis_asyncio.Redis.from_url(url)
-        self.append = None if self.redis is None else self.redis.register_script(APPEND)
+        self.append = (
+            None if url is None else redis_asyncio.Redis.from_url(url).register_script(APPEND)
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
