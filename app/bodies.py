@@ -10,13 +10,13 @@ rules from its raw JSON, for FastAPI's 422 and its messages.
 Numbers are read as orjson reads them (an integer beyond 64 bits becomes a float), also
 in the few bodies orjson refuses but pydantic reads (``NaN``, ``Infinity``).
 
-A fusion trial's body, ``{"instance": {"experts": {...}}, ...}``, is read faster still by
-:func:`read_trial`: a compiled pass checks the whole text and finds its members, and the
-``experts`` object stays text (:class:`~models.inputs.batch.RawExperts`), whose votes the
-model reads straight from it. A body that pass does not read, or whose other members do
-not plainly fit, is read by :meth:`Body.read`, which answers it as before. A batch of
-such trials, ``{"items": [...]}``, is read so by :func:`read_batch`, all its items in one
-compiled pass.
+A trial's body whose instance is ``{"experts": {...}}`` or ``{"features": {...}}`` alone
+is read faster still by :func:`read_trial`: a compiled pass checks the whole text and
+finds its members, and that object stays text (:class:`~models.inputs.batch.RawExperts`,
+:class:`~models.inputs.batch.RawFeatures`), which the model reads straight from it. A
+body that pass does not read, or whose other members do not plainly fit, is read by
+:meth:`Body.read`, which answers it as before. A batch of such trials, ``{"items":
+[...]}``, is read so by :func:`read_batch`, all its items in one compiled pass.
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ from typing_extensions import TypedDict
 
 from app.names import TrialId
 from app.schemas import EXAMPLE_INSTANCE, MAX_LABEL_LENGTH, Label
-from models.inputs.batch import RawExperts
+from models.inputs.batch import RawExperts, RawFeatures
 from models.kernels.jsontext import (
+    FORM_EXPERTS,
+    FORM_FEATURES,
     KIND_FALSE,
     KIND_INT,
     KIND_NULL,
@@ -201,20 +203,21 @@ def _text(raw: bytes, a: int, b: int) -> str:
 def read_trial(
     raw: bytes, fields: frozenset[str], required: frozenset[str]
 ) -> dict[str, Any] | None:
-    """The body ``raw`` of a trial whose instance is ``{"experts": {...}}`` alone, with
-    members among ``fields`` and all of ``required``, as the payload it gives (the
-    instance a :class:`RawExperts`) and its other members as :class:`Body` reads them;
-    None when it is not plainly so (then read it with :meth:`Body.read`).
+    """The body ``raw`` of a trial whose instance is ``{"experts": {...}}`` or
+    ``{"features": {...}}`` alone, with members among ``fields`` and all of ``required``,
+    as the payload it gives (the instance a :class:`RawExperts` or a
+    :class:`RawFeatures`) and its other members as :class:`Body` reads them; None when it
+    is not plainly so (then read it with :meth:`Body.read`).
 
     The members: ``instance``; ``trial_id``, null or an id; ``track``, a boolean;
     ``label``, a string of at most 256 characters or an integer; ``op``, a string;
     ``id``, null, a string of at most 256 characters or an integer."""
-    if not _may_hold_experts(raw, required):
+    if not _may_hold_instance(raw, required):
         return None
-    n, spans, e0, e1 = trial_members(np.frombuffer(raw, dtype=np.uint8))
+    n, spans, e0, e1, form = trial_members(np.frombuffer(raw, dtype=np.uint8))
     if n < 0:
         return None
-    return _trial(raw, spans[:n].tolist(), e0, e1, fields, required)
+    return _trial(raw, spans[:n].tolist(), e0, e1, form, fields, required)
 
 
 def read_batch(
@@ -228,9 +231,9 @@ def read_batch(
     ``track``, a boolean or null, is read), whose every item is a trial as
     :func:`read_trial` reads it, at most ``most`` of them: the items, and the other
     members; None when it is not plainly so (then read it with :meth:`Body.read`)."""
-    if not _may_hold_experts(raw, required):
+    if not _may_hold_instance(raw, required):
         return None
-    n, spans, m, counts, rows, experts = batch_members(np.frombuffer(raw, dtype=np.uint8), most)
+    n, spans, m, counts, rows, instances = batch_members(np.frombuffer(raw, dtype=np.uint8), most)
     if n < 0 or m <= 0:
         return None
     extras: dict[str, Any] = {}
@@ -246,20 +249,87 @@ def read_batch(
             extras[key] = kind == KIND_TRUE
         else:
             return None
+    alike = _alike(raw, counts, rows, instances, fields, required)
+    if alike is not None:
+        return alike, extras
     items = []
-    for t, (count, (e0, e1)) in enumerate(zip(counts.tolist(), experts.tolist(), strict=True)):
-        got = _trial(raw, rows[t, :count].tolist(), e0, e1, fields, required)
+    for t, (count, (e0, e1, form)) in enumerate(
+        zip(counts.tolist(), instances.tolist(), strict=True)
+    ):
+        got = _trial(raw, rows[t, :count].tolist(), e0, e1, form, fields, required)
         if got is None:
             return None
         items.append(got)
     return items, extras
 
 
-def _may_hold_experts(raw: bytes, required: frozenset[str]) -> bool:
+def _alike(
+    raw: bytes,
+    counts: np.ndarray,
+    rows: np.ndarray,
+    instances: np.ndarray,
+    fields: frozenset[str],
+    required: frozenset[str],
+) -> list[dict[str, Any]] | None:
+    """The items of a batch (as :func:`read_batch` finds them) as :func:`_trial` reads
+    each, read member by member across the items when every item has the first one's
+    members, in its order and of its kinds, and instances of one form, as a batch's items
+    usually have; None when they do not, or one is not plainly a trial."""
+    c = int(counts[0])
+    if c == 0 or (counts != c).any():
+        return None
+    rows = rows[:, :c]
+    first = rows[0]
+    if (rows[:, :, 4] != first[:, 4]).any():
+        return None
+    lengths = rows[:, :, 1] - rows[:, :, 0]
+    if (lengths != lengths[0]).any():
+        return None
+    b = np.frombuffer(raw, dtype=np.uint8)
+    for j, size in enumerate(lengths[0].tolist()):  # the same key, each item
+        at = rows[:, j, :1] + np.arange(size)
+        if (b[at] != b[at[0]]).any():
+            return None
+    keys = [raw[k0:k1].decode("ascii") for k0, k1 in first[:, :2].tolist()]
+    if not fields.issuperset(keys) or not required.issubset(keys):
+        return None
+    m = counts.size
+    out: list[dict[str, Any]] = [{} for _ in range(m)]
+    for j, key in enumerate(keys):
+        kind = int(first[j, 4])
+        v0, v1 = rows[:, j, 2], rows[:, j, 3]
+        if key == "instance":
+            form = instances[:, 2]
+            if (form != form[0]).any() or form[0] not in (FORM_EXPERTS, FORM_FEATURES):
+                return None
+            raw_payload = RawExperts if form[0] == FORM_EXPERTS else RawFeatures
+            column: list[Any] = [raw_payload(raw, a, z) for a, z in instances[:, :2].tolist()]
+        elif key == "track":
+            if kind != KIND_TRUE and kind != KIND_FALSE:
+                return None
+            column = [kind == KIND_TRUE] * m
+        elif kind == KIND_NULL and key in _NULLABLE:
+            column = [None] * m
+        elif kind == KIND_STRING:
+            if (v1 - v0 - 2 > MAX_LABEL_LENGTH).any():
+                return None
+            column = [_text(raw, a, z) for a, z in zip(v0.tolist(), v1.tolist(), strict=True)]
+            if key == "trial_id" and not all(map(valid_trial_id, column)):
+                return None
+        elif kind == KIND_INT and key in _INTEGRAL:  # at most 18 digits: within int64
+            column = [int(raw[a:z]) for a, z in zip(v0.tolist(), v1.tolist(), strict=True)]
+        else:
+            return None
+        for item, value in zip(out, column, strict=True):
+            item[key] = value
+    return out
+
+
+def _may_hold_instance(raw: bytes, required: frozenset[str]) -> bool:
     """False when the compiled readers would read ``raw`` only to refuse it: an instance
-    is required, and the text lacks ``"experts"`` (their members have no escapes), as
-    instances of attributes do. Their pass costs more than the search."""
-    return "instance" not in required or b'"experts"' in raw
+    is required, and the text lacks both ``"experts"`` and ``"features"`` (their members
+    have no escapes). Their pass costs more than the search."""
+    return "instance" not in required or b'"experts"' in raw or b'"features"' in raw
 
 
 def _trial(
@@ -267,21 +337,25 @@ def _trial(
     spans: list[list[int]],
     e0: int,
     e1: int,
+    form: int,
     fields: frozenset[str],
     required: frozenset[str],
 ) -> dict[str, Any] | None:
     """The trial whose members are ``spans`` in ``raw`` (as :func:`read_trial` reads
-    them), its experts object at ``raw[e0:e1]`` (-1 when it has none); None when it is
-    not plainly one."""
+    them), its instance's experts or features object (``form``) at ``raw[e0:e1]`` (-1
+    when it has neither alone); None when it is not plainly one."""
     out: dict[str, Any] = {}
     for k0, k1, v0, v1, kind in spans:
         key = raw[k0:k1].decode("ascii")
         if key not in fields:
             return None
         if key == "instance":
-            if e0 < 0:
+            if form == FORM_EXPERTS:
+                out[key] = RawExperts(raw, e0, e1)
+            elif form == FORM_FEATURES:
+                out[key] = RawFeatures(raw, e0, e1)
+            else:
                 return None
-            out[key] = RawExperts(raw, e0, e1)
         elif key == "track":
             if kind != KIND_TRUE and kind != KIND_FALSE:
                 return None

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from models.core.instance import AttributeBatch, Attributes, Experts
-from models.inputs.batch import RawExperts
+from models.inputs.batch import RawExperts, RawFeatures
 from models.inputs.space import InputSpace
 from models.kernels.instances import full_rows
 from models.kernels.jsontext import batch_members, trial_members
@@ -227,6 +227,10 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
         trial_members(np.frombuffer(trial, dtype=np.uint8))
         batch_members(np.frombuffer(b'{"items": [%s, %s]}' % (trial, trial), dtype=np.uint8), 9)
         space.encode_each([RawExperts(text, 0, len(text))], form)
+    elif isinstance(payloads[0].get("features"), dict):  # so are the features
+        text = json.dumps(payloads[0]["features"]).encode()
+        trial_members(np.frombuffer(b'{"instance": {"features": %s}}' % text, dtype=np.uint8))
+        space.encode_each([RawFeatures(text, 0, len(text))], form)
     xs[-1] = learner.coerce(_as_logged(xs[-1]))
     for x in xs[:1] + xs[-1:]:
         if isinstance(x, Experts):  # as a trial's instance is stored

@@ -18,7 +18,9 @@ formed is left to :meth:`~models.inputs.space.InputSpace.encode`.
 An ``experts`` object may also come as its JSON text, unparsed (:class:`RawExperts`):
 :func:`raw_expert_votes` reads the votes of such objects straight from their text, in one
 compiled pass (:func:`models.kernels.jsontext.read_votes`), to the same score matrix; what
-that pass refuses is parsed (:meth:`RawExperts.document`) and read as above.
+that pass refuses is parsed (:meth:`RawExperts.document`) and read as above. So may a
+``features`` object (:class:`RawFeatures`): :func:`raw_sparse_attributes` reads
+``{"<index>": value}`` objects from their text (:func:`models.kernels.jsontext.read_features`).
 """
 
 from __future__ import annotations
@@ -33,14 +35,17 @@ import numpy as np
 
 from models.core.instance import Attributes
 from models.kernels.instances import digit_keys, sparse_rows
-from models.kernels.jsontext import read_vote_rows, read_votes
+from models.kernels.jsontext import read_features, read_vote_rows, read_votes
 
 __all__ = [
     "RawExperts",
+    "RawFeatures",
+    "RawPayload",
     "Votes",
     "dense_attributes",
     "expert_votes",
     "raw_expert_votes",
+    "raw_sparse_attributes",
     "raw_vote_rows",
     "sparse_attributes",
 ]
@@ -312,7 +317,7 @@ def _mapped(
     return scores.reshape(len(values), k)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made for each trial, and frozen costs twice
 class RawExperts:
     """The payload ``{"experts": <object>}`` whose object is ``text[start:end]``, JSON
     that :func:`models.kernels.jsontext.members` has read (so any JSON parser reads it to
@@ -325,6 +330,24 @@ class RawExperts:
     def document(self) -> dict[str, Any]:
         """The payload as a parsed document."""
         return {"experts": json.loads(self.text[self.start : self.end])}
+
+
+@dataclass(slots=True)  # not frozen: made for each trial, and frozen costs twice
+class RawFeatures:
+    """The payload ``{"features": <object>}`` whose object is ``text[start:end]``, JSON
+    that :func:`models.kernels.jsontext.members` has read (so any JSON parser reads it to
+    the same document)."""
+
+    text: bytes
+    start: int
+    end: int
+
+    def document(self) -> dict[str, Any]:
+        """The payload as a parsed document."""
+        return {"features": json.loads(self.text[self.start : self.end])}
+
+
+RawPayload = RawExperts | RawFeatures
 
 
 @dataclass(frozen=True)
@@ -379,7 +402,19 @@ def raw_vote_rows(
     return None if n < 0 else tuple(rows)
 
 
-def _texts(items: Sequence[RawExperts]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def raw_sparse_attributes(
+    items: Sequence[RawFeatures], d: int, constant: bool
+) -> list[Attributes | None]:
+    """The attributes of each ``features`` object ``items``, ``{"<index>": value}``
+    over features ``0..d-1`` (then the constant at ``d`` if ``constant``), as
+    :func:`sparse_attributes` gives those of their documents, read from their text in one
+    compiled pass; None for an object the pass refuses (then parse it)."""
+    ok, *rows = read_features(*_texts(items), d, constant)
+    got = Attributes.rows(*rows)
+    return [x if good else None for x, good in zip(got, ok.tolist(), strict=True)]
+
+
+def _texts(items: Sequence[RawPayload]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(b, starts, ends)``: one text holding the objects ``items``, object ``t`` at
     ``b[starts[t]:ends[t]]``."""
     if len(items) == 1:

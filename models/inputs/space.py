@@ -84,10 +84,12 @@ from models.core.params import Bool, Integer, InvalidParameter, Labels, Options
 from models.inputs.batch import (
     NameTable,
     RawExperts,
+    RawFeatures,
     Votes,
     dense_attributes,
     expert_votes,
     raw_expert_votes,
+    raw_sparse_attributes,
     raw_vote_rows,
     sparse_attributes,
 )
@@ -115,6 +117,7 @@ _HASH_CACHE_LIMIT = 1 << 16
 # fewer payloads of votes than this are read one by one: reading them together has a
 # fixed cost of a few dozen numpy calls, which only a few payloads repay
 VOTES_TOGETHER = 3
+_RAW = (RawExperts, RawFeatures)  # payloads that come as their JSON text
 _DIGIT_KEYS = re.compile(r"[0-9]{1,18}(?:,[0-9]{1,18})*")
 
 
@@ -692,7 +695,9 @@ class InputSpace:
         encoded to form "attributes" are encoded together
         (:func:`~models.inputs.batch.sparse_attributes`), to the same instances, and so
         are payloads ``{"experts": {...}}`` of a space of experts alone
-        (:func:`~models.inputs.batch.expert_votes`).
+        (:func:`~models.inputs.batch.expert_votes`). Either may come as its JSON text
+        (:class:`~models.inputs.batch.RawFeatures`,
+        :class:`~models.inputs.batch.RawExperts`), read straight from it where it can be.
         """
         self._check_form(form)
         fast: dict[int, Attributes | Experts] = {}
@@ -701,8 +706,18 @@ class InputSpace:
             votes = self._raw_votes_each([payloads[t] for t in raw]) if form == "experts" else None
             if votes is not None:
                 fast = dict(zip(raw, votes, strict=True))
-            else:  # refused: read as documents, which names any fault
-                payloads = [p.document() if type(p) is RawExperts else p for p in payloads]
+        raw = [t for t, p in enumerate(payloads) if type(p) is RawFeatures]
+        if raw and form == "attributes" and self._mode == "n_features":
+            got = raw_sparse_attributes([payloads[t] for t in raw], self._d, self._constant)
+            for t, x in zip(raw, got, strict=True):
+                if x is not None:
+                    fast[t] = self._placed_attributes(x) if self._layered else x
+        if any(type(p) in _RAW and t not in fast for t, p in enumerate(payloads)):
+            # refused: read as documents, which names any fault
+            payloads = [
+                p.document() if type(p) in _RAW and t not in fast else p
+                for t, p in enumerate(payloads)
+            ]
         if form == "attributes" and self.attributes is not None:
             features = [
                 (t, p["features"])

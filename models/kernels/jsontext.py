@@ -21,6 +21,8 @@ from numba import njit
 from models.kernels.instances import vote_rows
 
 __all__ = [
+    "FORM_EXPERTS",
+    "FORM_FEATURES",
     "KIND_ARRAY",
     "KIND_FALSE",
     "KIND_FLOAT",
@@ -35,6 +37,7 @@ __all__ = [
     "UNCOUNTED",
     "batch_members",
     "members",
+    "read_features",
     "read_vote_rows",
     "read_votes",
     "trial_members",
@@ -49,6 +52,8 @@ SCAN = 32  # a name is looked for this many places on from where it is expected,
 # the votes are counted, so a long text of few votes takes little memory)
 UNCOUNTED = 1 << 14
 REFUSED = -1
+# what an instance alone is, as trial_members finds it: {"experts": {...}} or {"features": {...}}
+FORM_EXPERTS, FORM_FEATURES = 0, 1
 
 # exact powers of ten: every one up to 1e22 is a double
 _POW10 = np.array([float(10**i) for i in range(23)])
@@ -61,6 +66,7 @@ _FALSE = np.frombuffer(b"false", dtype=np.uint8)
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
 _INSTANCE = np.frombuffer(b"instance", dtype=np.uint8)
 _EXPERTS = np.frombuffer(b"experts", dtype=np.uint8)
+_FEATURES = np.frombuffer(b"features", dtype=np.uint8)
 _ITEMS = np.frombuffer(b"items", dtype=np.uint8)
 
 
@@ -356,26 +362,31 @@ def _is(b: np.ndarray, a: int, z: int, word: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _experts_in(b: np.ndarray, spans: np.ndarray, n: int) -> tuple[int, int]:
-    """``(start, end)`` of the object ``v`` when the member ``instance`` among the ``n``
-    rows of ``spans`` (text :func:`members` has read) is ``{"experts": v}`` alone, else
-    (-1, -1)."""
+def _instance_in(b: np.ndarray, spans: np.ndarray, n: int) -> tuple[int, int, int]:
+    """``(start, end, form)``: the object ``v`` at ``b[start:end]`` when the member
+    ``instance`` among the ``n`` rows of ``spans`` (text :func:`members` has read) is
+    ``{"experts": v}`` alone (FORM_EXPERTS) or ``{"features": v}`` alone (FORM_FEATURES),
+    else (-1, -1, -1)."""
     for j in range(n):
         if spans[j, 4] == KIND_OBJECT and _is(b, spans[j, 0], spans[j, 1], _INSTANCE):
             m, inner = members(b, spans[j, 2], spans[j, 3], False, True)
-            if m == 1 and inner[0, 4] == KIND_OBJECT and _is(b, inner[0, 0], inner[0, 1], _EXPERTS):
-                return inner[0, 2], inner[0, 3]
-    return -1, -1
+            if m == 1 and inner[0, 4] == KIND_OBJECT:
+                if _is(b, inner[0, 0], inner[0, 1], _EXPERTS):
+                    return inner[0, 2], inner[0, 3], FORM_EXPERTS
+                if _is(b, inner[0, 0], inner[0, 1], _FEATURES):
+                    return inner[0, 2], inner[0, 3], FORM_FEATURES
+    return -1, -1, -1
 
 
 @njit(cache=True, nogil=True)
-def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int]:
-    """``(n, spans, start, end)``: the members of the object ``b`` as :func:`members`
-    finds them, and ``b[start:end]`` the object ``v`` when member ``instance`` is
-    ``{"experts": v}`` alone (else -1, -1)."""
+def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int, int]:
+    """``(n, spans, start, end, form)``: the members of the object ``b`` as
+    :func:`members` finds them, and ``b[start:end]`` the object ``v`` when member
+    ``instance`` is ``{"experts": v}`` or ``{"features": v}`` alone, ``form`` saying
+    which (else -1, -1, -1)."""
     n, spans = members(b, 0, b.size, True)
-    start, end = _experts_in(b, spans, n)
-    return n, spans, start, end
+    start, end, form = _instance_in(b, spans, n)
+    return n, spans, start, end, form
 
 
 @njit(cache=True, nogil=True)
@@ -390,47 +401,52 @@ def _grown(a: np.ndarray, room: int) -> np.ndarray:
 def batch_members(
     b: np.ndarray, most: int
 ) -> tuple[int, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]:
-    """``(n, spans, m, counts, rows, experts)``: the members of the object ``b`` as
+    """``(n, spans, m, counts, rows, instances)``: the members of the object ``b`` as
     :func:`members` finds them and, when one is ``items``, an array of objects, its ``m``
     elements: element ``t`` has ``counts[t]`` members ``rows[t, :counts[t]]`` (rows as
-    ``spans``), and ``experts[t]`` is the span of its instance's ``experts`` object as
-    :func:`trial_members` finds it. ``m`` is REFUSED when no member ``items`` is an
-    array, an element is not an object or one :func:`members` refuses, or there are more
-    than ``most`` elements (the rows take a few hundred bytes each)."""
+    ``spans``), and ``instances[t]`` is (start, end, form) of its instance's ``experts``
+    or ``features`` object as :func:`trial_members` finds it. ``m`` is REFUSED when no
+    member ``items`` is an array, an element is not an object or one :func:`members`
+    refuses, or there are more than ``most`` elements (the rows take a few hundred bytes
+    each)."""
     n, spans = members(b, 0, b.size, True)
     counts = np.empty(0, dtype=np.int64)
     rows = np.empty((0, MAX_MEMBERS, 5), dtype=np.int64)
-    experts = np.empty((0, 2), dtype=np.int64)
+    instances = np.empty((0, 3), dtype=np.int64)
     at = -1
     for j in range(max(n, 0)):
         if spans[j, 4] == KIND_ARRAY and _is(b, spans[j, 0], spans[j, 1], _ITEMS):
             at = j
     if at < 0:
-        return n, spans, REFUSED, counts, rows, experts
+        return n, spans, REFUSED, counts, rows, instances
     a, z = spans[at, 2], spans[at, 3]
     m, room = 0, 16
     counts = np.empty(room, dtype=np.int64)
     rows = np.empty((room, MAX_MEMBERS, 5), dtype=np.int64)
-    experts = np.empty((room, 2), dtype=np.int64)
+    instances = np.empty((room, 3), dtype=np.int64)
     i = _ws(b, a + 1, z)
     while b[i] != _RBRACKET:  # the elements (the text was read: it is sound)
         if b[i] != _LBRACE or m == most:
-            return n, spans, REFUSED, counts, rows, experts
+            return n, spans, REFUSED, counts, rows, instances
         if m == room:
             room *= 2
-            counts, rows, experts = _grown(counts, room), _grown(rows, room), _grown(experts, room)
+            counts, rows, instances = (
+                _grown(counts, room),
+                _grown(rows, room),
+                _grown(instances, room),
+            )
         k, inner = members(b, i, z, False, True)
         if k < 0:
-            return n, spans, REFUSED, counts, rows, experts
+            return n, spans, REFUSED, counts, rows, instances
         counts[m] = k
         rows[m, :k] = inner[:k]
-        experts[m, 0], experts[m, 1] = _experts_in(b, inner, k)
+        instances[m, 0], instances[m, 1], instances[m, 2] = _instance_in(b, inner, k)
         m += 1
         i = _ws(b, inner[k - 1, 3], z) + 1 if k else _ws(b, i + 1, z) + 1  # past the }
         i = _ws(b, i, z)
         if b[i] == _COMMA:
             i = _ws(b, i + 1, z)
-    return n, spans, m, counts[:m], rows[:m], experts[:m]
+    return n, spans, m, counts[:m], rows[:m], instances[:m]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -663,3 +679,95 @@ def read_votes(
                 break
             i = _ws(b, i + 1, end)  # past the comma
     return n, expert, row, scores
+
+
+@njit(cache=True, nogil=True)
+def read_features(
+    b: np.ndarray, starts: np.ndarray, ends: np.ndarray, d: int, constant: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(ok, idx, val, ptr, size, low, high)``: the objects ``{"<index>": number, ...}``
+    at ``b[starts[t]:ends[t]]`` (text :func:`members` has read) as
+    :func:`~models.kernels.instances.sparse_rows` gives their pairs: features ``0..d-1``
+    sorted, zeros dropped, then the constant at ``d`` if ``constant``; row ``t`` at
+    ``ptr[t]:ptr[t + 1]``, with its extent and value range. ``ok[t]`` is false, and row
+    ``t`` empty, when object ``t`` is refused: a key that is not 1 to 18 ASCII digits, an
+    index not below ``d`` or given twice, a value that is not a number read exactly."""
+    n = starts.size
+    ok = np.zeros(n, dtype=np.bool_)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    size = np.zeros(n, dtype=np.int64)
+    low = np.zeros(n)
+    high = np.zeros(n)
+    room = 0
+    for t in range(n):  # a member takes at least 6 bytes: "0":0,
+        room += (ends[t] - starts[t]) // 6 + 2  # and the constant
+    idx = np.empty(room, dtype=np.int64)
+    val = np.empty(room, dtype=np.float64)
+    w = 0
+    for t in range(n):
+        end, first, good, ascending = ends[t], w, True, True
+        i = _ws(b, starts[t], end)
+        if i >= end or b[i] != _LBRACE:
+            ptr[t + 1] = w
+            continue
+        i = _ws(b, i + 1, end)
+        empty = i < end and b[i] == _RBRACE
+        while good and not empty:
+            if i >= end or b[i] != _QUOTE:
+                good = False
+                break
+            i += 1
+            index, digits = 0, 0
+            while i < end and _ZERO <= b[i] <= _NINE and digits < 19:
+                index = index * 10 + (b[i] - _ZERO)
+                digits += 1
+                i += 1
+            if digits == 0 or digits > 18 or index >= d or i >= end or b[i] != _QUOTE:
+                good = False
+                break
+            i = _ws(b, i + 1, end)
+            if i >= end or b[i] != _COLON:
+                good = False
+                break
+            i, x = _score(b, _ws(b, i + 1, end), end)
+            if i < 0 or w == room:
+                good = False
+                break
+            if w > first and index <= idx[w - 1]:
+                ascending = False
+            idx[w], val[w] = index, x
+            w += 1
+            i = _ws(b, i, end)
+            if i < end and b[i] == _COMMA:
+                i = _ws(b, i + 1, end)
+            elif i < end and b[i] == _RBRACE:
+                break
+            else:
+                good = False
+        if good and not ascending:  # in order, and an index given twice is refused
+            order = np.argsort(idx[first:w], kind="mergesort")
+            idx[first:w], val[first:w] = idx[first:w][order], val[first:w][order]
+            for j in range(first + 1, w):
+                if idx[j] == idx[j - 1]:
+                    good = False
+                    break
+        if not good:
+            w = first
+            ptr[t + 1] = w
+            continue
+        ok[t] = True
+        kept = first
+        for j in range(first, w):  # zeros dropped
+            if val[j] != 0.0:
+                idx[kept], val[kept] = idx[j], val[j]
+                kept += 1
+        w = kept
+        if constant:
+            idx[w], val[w] = d, 1.0
+            w += 1
+        if w > first:
+            size[t] = idx[w - 1] + 1
+            low[t] = val[first:w].min()
+            high[t] = val[first:w].max()
+        ptr[t + 1] = w
+    return ok, idx[:w], val[:w], ptr, size, low, high

@@ -1,16 +1,19 @@
-"""A fusion trial's body read by the compiled pass (:func:`app.bodies.read_trial`) is the
-body :class:`app.bodies.Body` reads, or is left to it."""
+"""A trial's body read by the compiled pass (:func:`app.bodies.read_trial`), its instance
+of experts or of features kept as text, is the body :class:`app.bodies.Body` reads, or is
+left to it."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import numpy as np
 from fastapi.exceptions import RequestValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import bodies
+from app.bodies import _alike
 from app.routers import stream
 from app.routers.trials import (
     _BATCH_TOP,
@@ -20,7 +23,15 @@ from app.routers.trials import (
     _instance,
     _read_batch,
 )
-from models.inputs.batch import RawExperts
+from models.inputs.batch import RawExperts, RawFeatures
+from models.kernels.jsontext import batch_members
+
+RAW = (RawExperts, RawFeatures)
+
+
+def text(s: bytes) -> np.ndarray:
+    return np.frombuffer(s, dtype=np.uint8)
+
 
 PREDICT = (
     bodies.Body(bodies.PredictCreate),
@@ -42,11 +53,17 @@ votes = st.dictionaries(
     ),
     max_size=3,
 )
+features = st.dictionaries(
+    st.sampled_from(["0", "7", "07", "x", "-1", "12345678901234567890"]),
+    st.floats(-2, 2) | st.integers(-(2**70), 2**70) | st.sampled_from([None, True, "1"]),
+    max_size=3,
+)
 members = st.fixed_dictionaries(
     {},
     optional={
         "instance": st.one_of(
             st.fixed_dictionaries({"experts": votes}),
+            st.fixed_dictionaries({"features": features}),
             st.fixed_dictionaries({"experts": votes, "features": st.none() | st.just([1])}),
             st.just({}),
             st.just([]),
@@ -86,7 +103,7 @@ def test_a_body_read_fast_is_the_body_read_in_full(
         return  # left to Body.read
     want = read(body, which)
     assert want is not RequestValidationError, body
-    assert isinstance(got["instance"], RawExperts)
+    assert isinstance(got["instance"], RAW)
     assert got["instance"].document() == want["instance"]
     assert fields(got) == fields(want)
 
@@ -98,6 +115,8 @@ def test_plain_fusion_bodies_are_read_fast_and_odd_ones_left() -> None:
         (PREDICT, {"instance": {"experts": experts}, "track": False, "trial_id": None}),
         (LEARN, {"instance": {"experts": experts}, "label": "a"}),
         (LEARN, {"label": -7, "instance": {"experts": {}}}),
+        (LEARN, {"label": 1, "instance": {"features": {"3": 1.0, "x": None}}}),
+        (PREDICT, {"instance": {"features": {}}}),
     ]
     for which, doc in plain:
         body = json.dumps(doc).encode()
@@ -121,22 +140,24 @@ def test_plain_fusion_bodies_are_read_fast_and_odd_ones_left() -> None:
 
 
 def test_bodies_of_attributes_are_left_before_the_compiled_pass() -> None:
-    """A body whose instance cannot be of experts is left to :meth:`Body.read` at once;
-    one that may be, or that needs no instance, goes through the pass."""
+    """A body whose instance cannot be of experts or of features is left to
+    :meth:`Body.read` at once; one that may be, or that needs no instance, goes through
+    the pass."""
     for required, doc in [
-        (PREDICT[2], {"instance": {"features": {"3": 1.0}}}),
-        (LEARN[2], {"instance": {"features": [0.5, 1]}, "label": "expert"}),
-        (LEARN[2], {"instance": {"features": {"expert": 1}}, "label": 1}),
+        (PREDICT[2], {"instance": {}}),
+        (PREDICT[2], {"instance": {"feature": {"3": 1.0}}}),
+        (LEARN[2], {"instance": [], "label": "expert"}),
     ]:
-        assert not bodies._may_hold_experts(json.dumps(doc).encode(), required), doc
+        assert not bodies._may_hold_instance(json.dumps(doc).encode(), required), doc
     for required, doc in [
         (PREDICT[2], {"instance": {"experts": {}}}),
+        (PREDICT[2], {"instance": {"features": {"3": 1.0}}}),
         (LEARN[2], {"label": 1, "instance": {"features": {"3": 1.0}, "experts": {}}}),
         (frozenset({"trial_id", "label"}), {"trial_id": "t-1", "label": "a"}),
         # the text is searched, not read: this one takes the pass, which refuses it
-        (LEARN[2], {"instance": {"features": [0.5, 1]}, "label": "experts"}),
+        (LEARN[2], {"instance": [0.5, 1], "label": "experts"}),
     ]:
-        assert bodies._may_hold_experts(json.dumps(doc).encode(), required), doc
+        assert bodies._may_hold_instance(json.dumps(doc).encode(), required), doc
 
 
 PREDICT_BATCHED = (PREDICT_BATCH, PREDICT[1:], _PREDICT_BATCH_TOP, 1_000)
@@ -159,13 +180,18 @@ plain_predict = st.fixed_dictionaries(
 plain_learn = st.fixed_dictionaries(
     {"instance": st.fixed_dictionaries({"experts": votes}), "label": st.sampled_from(["a", 3])}
 )
+plain_features = st.fixed_dictionaries(
+    {"instance": st.fixed_dictionaries({"features": features})},
+    optional={"label": st.sampled_from(["a", 3]), "trial_id": st.sampled_from(["t1", None])},
+)
 batches = st.fixed_dictionaries(
     {},
     optional={
         "items": st.one_of(
             st.lists(plain_predict, max_size=40),
             st.lists(plain_learn, max_size=40),
-            st.lists(plain_predict | plain_learn | members, max_size=5),
+            st.lists(plain_features, max_size=40),
+            st.lists(plain_predict | plain_learn | plain_features | members, max_size=5),
             st.just({}),
             st.just([1]),
         ),
@@ -190,7 +216,7 @@ def test_a_batch_read_fast_is_the_batch_read_in_full(
     assert extras.get("track") == want.get("track")
     assert len(items) == len(want["items"]) > 0
     for item, full in zip(items, want["items"], strict=True):
-        assert isinstance(item["instance"], RawExperts)
+        assert isinstance(item["instance"], RAW)
         assert item["instance"].text is body  # every item read from the one text
         assert item["instance"].document() == full["instance"]
         assert fields(item) == fields(full)
@@ -210,6 +236,25 @@ def test_plain_fusion_batches_are_read_fast_and_odd_ones_left() -> None:
         assert [i["instance"].document() for i in got[0]] == [i["instance"] for i in full["items"]]
     learn = {"items": [{"instance": {"experts": experts}, "label": "a"}] * 3}
     assert bodies.read_batch(json.dumps(learn).encode(), *LEARN_BATCHED[1], *LEARN_BATCHED[2:])
+    # items alike are read member by member, others one by one, to the same items
+    alike = [{"instance": {"features": {"3": t / 4}}, "label": t % 3} for t in range(50)]
+    unlike = [{"label": 1, "instance": {"features": {"3": 1}}}, *alike[1:]]
+    for doc, together in (({"items": alike}, True), ({"items": unlike}, False)):
+        body = json.dumps(doc).encode()
+        *_, counts, rows, instances = batch_members(text(body), 100)
+        assert (_alike(body, counts, rows, instances, *LEARN[1:]) is not None) is together
+        got = bodies.read_batch(body, *LEARN_BATCHED[1], *LEARN_BATCHED[2:])
+        assert got is not None and all(isinstance(i["instance"], RawFeatures) for i in got[0])
+        full = read_batch_in_full(body, LEARN_BATCHED)
+        assert [fields(i) for i in got[0]] == [fields(i) for i in full["items"]]
+        assert [i["instance"].document() for i in got[0]] == [i["instance"] for i in full["items"]]
+    # keys of one length and kind, but not the same: not alike
+    x = {"features": {"1": 1}}
+    body = json.dumps({"items": [{"instance": x, "aa": "1"}, {"instance": x, "bb": "2"}]}).encode()
+    *_, counts, rows, instances = batch_members(text(body), 100)
+    some = frozenset({"instance", "aa", "bb"})
+    assert _alike(body, counts, rows, instances, some, frozenset({"instance"})) is None
+    assert bodies.read_batch(body, some, frozenset({"instance"}), _BATCH_TOP, 9) is not None
     # more items than the most a batch takes: left to Body.read, which says so
     assert bodies.read_batch(json.dumps(learn).encode(), *LEARN_BATCHED[1], _BATCH_TOP, 2) is None
     odd = [
@@ -247,7 +292,11 @@ messages = st.fixed_dictionaries(
     {"op": st.sampled_from(["predict", "learn", "label", "nope"])},
     optional={
         "id": st.one_of(st.none(), st.text(max_size=3), st.integers(-5, 5), st.booleans()),
-        "instance": st.one_of(st.fixed_dictionaries({"experts": votes}), st.just({})),
+        "instance": st.one_of(
+            st.fixed_dictionaries({"experts": votes}),
+            st.fixed_dictionaries({"features": features}),
+            st.just({}),
+        ),
         "trial_id": st.one_of(st.none(), st.sampled_from(["t1", "bad id"])),
         "track": st.one_of(st.booleans(), st.just(0)),
         "label": st.one_of(st.sampled_from(["a", "x" * 9]), st.integers(-3, 3), st.none()),
@@ -266,7 +315,7 @@ def test_a_stream_message_read_as_text_is_the_message_parsed(
     assert (got.id, got.op, got.key, got.idem) == (want.id, want.op, want.key, want.idem)
     assert str(got.error) == str(want.error)
     instance, other = got.args
-    if isinstance(instance, RawExperts):  # read as text
+    if isinstance(instance, RAW):  # read as text
         assert doc["op"] in ("predict", "learn") and got.error is None
         assert instance.document() == want.args[0] and other == want.args[1]
     else:

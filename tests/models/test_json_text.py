@@ -11,11 +11,21 @@ import numpy as np
 from _same import assert_same_experts
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from test_batch_encode import assert_identical, outcome, vote_batches, vote_spaces
+from test_batch_encode import (
+    assert_identical,
+    assert_identical_attributes,
+    attribute_batches,
+    attribute_spaces,
+    outcome,
+    vote_batches,
+    vote_spaces,
+)
 
-from models.inputs.batch import RawExperts, raw_expert_votes
+from models.inputs.batch import RawExperts, RawFeatures, raw_expert_votes, raw_sparse_attributes
 from models.inputs.space import InputSpace
 from models.kernels.jsontext import (
+    FORM_EXPERTS,
+    FORM_FEATURES,
     KIND_FLOAT,
     KIND_INT,
     MAX_MEMBERS,
@@ -225,19 +235,97 @@ def test_integer_labels_are_read_as_integers_and_as_strings() -> None:
         assert space._raw_votes_each([RawExperts(t, 0, len(t))]) is None, t
 
 
-def test_trial_members_find_the_experts_of_an_instance_alone() -> None:
+def test_trial_members_find_the_experts_or_features_of_an_instance_alone() -> None:
     body = b'{"label": 1, "instance": {"experts": {"x": [1]}}}'
-    n, spans, a, z = trial_members(text(body))
-    assert n == 2 and body[a:z] == b'{"x": [1]}'
+    n, spans, a, z, form = trial_members(text(body))
+    assert n == 2 and body[a:z] == b'{"x": [1]}' and form == FORM_EXPERTS
     assert spans[1, :2].tolist() == [body.index(b"instance"), body.index(b"instance") + 8]
+    body = b'{"instance": {"features": {"3": 1.5}}, "label": 1}'
+    n, spans, a, z, form = trial_members(text(body))
+    assert n == 2 and body[a:z] == b'{"3": 1.5}' and form == FORM_FEATURES
     for other in (
         b'{"instance": {"experts": {"x": [1]}, "features": null}}',
         b'{"instance": {"experts": null}}',
         b'{"instances": {"experts": {}}}',
         b'{"instance": {"expert": {}}}',
+        b'{"instance": {"features": [1, 0]}}',
+        b'{"instance": {"features": {"1": 1}, "experts": {}}}',
     ):
-        assert trial_members(text(other))[0] == 1 and trial_members(text(other))[2:] == (-1, -1)
+        assert trial_members(text(other))[0] == 1 and trial_members(text(other))[2:] == (-1,) * 3
     assert trial_members(text(b'{"instance": {"experts": {}}'))[0] < 0
+
+
+def features_text(payload: Any, spaced: bool) -> RawFeatures | None:
+    """The payload's features object as JSON text, when it is JSON the readers accept."""
+    if not isinstance(payload, dict) or type(payload.get("features")) is not dict:
+        return None
+    try:
+        s = json.dumps(payload["features"], indent=1 if spaced else None, allow_nan=False)
+    except ValueError:
+        return None
+    n, _ = members(text(s), 0, len(s), False)
+    return RawFeatures(s.encode(), 0, len(s)) if n >= 0 else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_features_read_from_text_are_as_encode_gives_them(data: st.DataObject) -> None:
+    space = data.draw(attribute_spaces())
+    spaced = data.draw(st.booleans())
+    kept = [
+        (p, r)
+        for p in data.draw(attribute_batches(space))
+        if (r := features_text(p, spaced)) is not None
+    ]
+    if not kept:
+        return
+    want = [outcome(space, r.document(), "attributes") for _, r in kept]
+    got = space.encode_each([r for _, r in kept], "attributes")
+    for x, w in zip(got, want, strict=True):
+        assert_identical_attributes(x, w)
+    # texts and documents in one batch
+    mixed = [r if i % 2 else p for i, (p, r) in enumerate(kept)]
+    got = space.encode_each(mixed, "attributes")
+    for x, m in zip(got, mixed, strict=True):
+        doc = m.document() if isinstance(m, RawFeatures) else m
+        assert_identical_attributes(x, outcome(space, doc, "attributes"))
+
+
+def test_plain_features_are_read_by_the_compiled_reader() -> None:
+    space = InputSpace([0, 1], attributes={"n_features": 100, "constant_attribute": True})
+    texts = [
+        b'{"3": 0.5, "17": -2, "99": 1e1}',
+        b'{ "40" : 0.25 , "7": 1.0, "0": 0 }',  # out of order, and a zero
+        b'{"007": 1, "8": 0.0}',
+        b"{}",
+    ]
+    got = raw_sparse_attributes([RawFeatures(t, 0, len(t)) for t in texts], 100, True)
+    assert all(x is not None for x in got)  # read from the text, not parsed
+    for x, t in zip(got, texts, strict=True):
+        assert_identical_attributes(x, space.encode({"features": json.loads(t)}, "attributes"))
+    assert [x.indices.tolist() for x in got if x is not None][1] == [7, 40, 100]
+    refused = [
+        b'{"100": 1}',  # out of range
+        b'{"3": 1, "03": 2}',  # an index twice
+        b'{"3": 1, "3": 2}',  # a key twice: a parser keeps the last
+        b'{"x": 1}',
+        b'{"-1": 1}',
+        b'{"1234567890123456789": 1}',
+        b'{"3": true}',
+        b'{"3": null}',
+        b'{"3": "1"}',
+        b'{"3": [1]}',
+        b'{"3": 12345678901234567890}',
+        b'{"3": 0.1e-30}',
+    ]
+    items = [RawFeatures(t, 0, len(t)) for t in [texts[0], *refused, texts[1]]]
+    got = raw_sparse_attributes(items, 100, True)
+    assert got[0] is not None and got[-1] is not None, "a refused row leaves the others read"
+    assert got[1:-1] == [None] * len(refused)
+    # and encode_each answers each refused one as encode answers its document
+    every = [texts[0], *refused, texts[1]]
+    for x, t in zip(space.encode_each(items, "attributes"), every, strict=True):
+        assert_identical_attributes(x, outcome(space, {"features": json.loads(t)}, "attributes"))
 
 
 def test_the_readers_stay_linear_on_hostile_texts() -> None:
