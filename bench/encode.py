@@ -5,6 +5,9 @@ replaces, in the same process.
   and 25 x 5): the body read in one compiled pass (:func:`app.bodies.read_batch`, the
   votes then read from its text together) against the parsed path the service takes for
   a body that pass leaves (pydantic, then the vote dicts).
+- Sparse features, a ``learn/batch`` body of 1,000 items of the service benchmark's
+  stream: read in one compiled pass (the features then read from its text together)
+  against the parsed path (``batch_read_vs_parsed_sparse``).
 - Hashed features (50 names per instance, 2**18 places): a batch encoded together against
   the same instances encoded one by one.
 - Sparse features (the service benchmark's stream: 20 of 10,000 indices, and the
@@ -58,28 +61,44 @@ def _spread(times: list[float]) -> str:
     )
 
 
-def fusion(shape: str, rounds: int, loops: int) -> float:
-    n, k = FUSION_SHAPES[shape]
-    spec = fusion_spec("m", n, k)
-    space = InputSpace.from_config({"labels": spec["labels"], **spec["input"]})
-    docs = [orjson.loads(b) for b in Stream.fusion(ITEMS, n, k, 0).predict_bodies()[:ITEMS]]
-    items = [{"instance": d["instance"], "trial_id": f"t{i}"} for i, d in enumerate(docs)]
-    body = orjson.dumps({"items": items})
-    fields, top = trials._PREDICT_FIELDS, trials._PREDICT_BATCH_TOP
+def read_vs_parsed(shape: str, rounds: int, loops: int) -> float:
+    """A batch body read in one compiled pass against the parsed path, per item: fusion
+    items (a ``predict/batch`` body of ``shape``), or ``"sparse"``, sparse items (a
+    ``learn/batch`` body of the service benchmark's stream)."""
+    if shape == "sparse":
+        count, form, kind = SPARSE_BATCH, "attributes", trials.LEARN_BATCH
+        space = InputSpace(
+            [0, 1], attributes={"n_features": N_FEATURES, "constant_attribute": True}
+        )
+        body = Stream.sparse(count, N_FEATURES, 0).batch_bodies(count)[0]
+        fields, top = trials._LEARN_FIELDS, trials._BATCH_TOP
+    else:
+        n, k = FUSION_SHAPES[shape]
+        count, form, kind = ITEMS, "experts", trials.PREDICT_BATCH
+        spec = fusion_spec("m", n, k)
+        space = InputSpace.from_config({"labels": spec["labels"], **spec["input"]})
+        docs = [orjson.loads(b) for b in Stream.fusion(count, n, k, 0).predict_bodies()[:count]]
+        items = [{"instance": d["instance"], "trial_id": f"t{i}"} for i, d in enumerate(docs)]
+        body = orjson.dumps({"items": items})
+        fields, top = trials._PREDICT_FIELDS, trials._PREDICT_BATCH_TOP
 
     def one_pass() -> Sequence[Any]:
-        b = trials._read_batch(body, trials.PREDICT_BATCH, fields, top, ITEMS)
-        return space.encode_each([i["instance"] for i in b["items"]], "experts")
+        b = trials._read_batch(body, kind, fields, top, count)
+        return space.encode_each([i["instance"] for i in b["items"]], form)
 
     def parsed() -> Sequence[Any]:
-        b = trials.PREDICT_BATCH.read(body)
-        return space.encode_each([trials._instance(i["instance"]) for i in b["items"]], "experts")
+        b = kind.read(body)
+        return space.encode_each([trials._instance(i["instance"]) for i in b["items"]], form)
 
-    for x, y in zip(one_pass(), parsed(), strict=True):  # the same instances
-        assert np.array_equal(x.expert, y.expert) and np.array_equal(x.value, y.value)
+    fast, slow = one_pass(), parsed()
+    assert len(fast) == len(slow) == count
+    for x, y in zip(fast, slow, strict=True):  # the same instances
+        assert type(x) is type(y)
+        arrays = ("indices", "values") if form == "attributes" else ("expert", "cls", "value")
+        assert all(np.array_equal(getattr(x, a), getattr(y, a)) for a in arrays)
     got = _best({"one_pass": one_pass, "parsed": parsed}, rounds, loops)
     for side, times in got.items():
-        print(f"{side}_{shape}_us_per_item: {min(times) / ITEMS * 1e6:.2f}{_spread(times)}")
+        print(f"{side}_{shape}_us_per_item: {min(times) / count * 1e6:.2f}{_spread(times)}")
     ratio = min(got["parsed"]) / min(got["one_pass"])
     print(f"batch_read_vs_parsed_{shape}: {ratio:.2f}")
     return ratio
@@ -137,7 +156,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rounds, loops = (2, 3) if args.quick else (5, 200)
     hashed(rounds, loops)
     sparse(rounds, loops)
-    ratios = [fusion(shape, rounds, loops) for shape in FUSION_SHAPES]
+    ratios = [read_vs_parsed(shape, rounds, loops) for shape in FUSION_SHAPES]
+    read_vs_parsed("sparse", rounds, max(1, loops // 10))
     print(f"batch_read_vs_parsed: {min(ratios):.2f}")
 
 

@@ -19,7 +19,7 @@ EXPECTED = [
     ),
     *(
         f"{name}_{shape}"
-        for shape in ("6x10", "25x5")
+        for shape in ("6x10", "25x5", "sparse")
         for name in ("one_pass", "parsed", "batch_read_vs_parsed")
     ),
     "batch_read_vs_parsed",
