@@ -29,7 +29,7 @@ import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -318,33 +318,33 @@ def _mapped(
 
 
 @dataclass(slots=True)  # not frozen: made for each trial, and frozen costs twice
-class RawExperts:
-    """The payload ``{"experts": <object>}`` whose object is ``text[start:end]``, JSON
-    that :func:`models.kernels.jsontext.members` has read (so any JSON parser reads it to
-    the same document)."""
+class _RawPayload:
+    """The payload ``{MEMBER: <object>}`` whose object is ``text[start:end]``, JSON that
+    :func:`models.kernels.jsontext.members` has read (so any JSON parser reads it to the
+    same document)."""
 
+    MEMBER: ClassVar[str]
     text: bytes
     start: int
     end: int
 
     def document(self) -> dict[str, Any]:
         """The payload as a parsed document."""
-        return {"experts": json.loads(self.text[self.start : self.end])}
+        return {self.MEMBER: json.loads(self.text[self.start : self.end])}
 
 
-@dataclass(slots=True)  # not frozen: made for each trial, and frozen costs twice
-class RawFeatures:
-    """The payload ``{"features": <object>}`` whose object is ``text[start:end]``, JSON
-    that :func:`models.kernels.jsontext.members` has read (so any JSON parser reads it to
-    the same document)."""
+class RawExperts(_RawPayload):
+    """The payload ``{"experts": <object>}``, its object as JSON text."""
 
-    text: bytes
-    start: int
-    end: int
+    __slots__ = ()
+    MEMBER = "experts"
 
-    def document(self) -> dict[str, Any]:
-        """The payload as a parsed document."""
-        return {"features": json.loads(self.text[self.start : self.end])}
+
+class RawFeatures(_RawPayload):
+    """The payload ``{"features": <object>}``, its object as JSON text."""
+
+    __slots__ = ()
+    MEMBER = "features"
 
 
 RawPayload = RawExperts | RawFeatures

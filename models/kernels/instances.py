@@ -107,6 +107,32 @@ def digit_keys(chars: np.ndarray, n_keys: int, d: int) -> tuple[bool, np.ndarray
     return True, idx
 
 
+@njit(cache=True, nogil=True, inline="always")
+def close_row(
+    out_i: np.ndarray,
+    out_v: np.ndarray,
+    first: int,
+    w: int,
+    d: int,
+    constant: bool,
+    t: int,
+    size: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+) -> int:
+    """End row ``t`` of attributes, its pairs at ``first:w`` of ``out_i`` and ``out_v``:
+    the constant (index ``d``, value 1) if ``constant``, then its extent and value range
+    in ``size``, ``low`` and ``high``; the row's end."""
+    if constant:
+        out_i[w], out_v[w] = d, 1.0
+        w += 1
+    if w > first:
+        size[t] = out_i[w - 1] + 1
+        low[t] = out_v[first:w].min()
+        high[t] = out_v[first:w].max()
+    return w
+
+
 @njit(cache=True, nogil=True)
 def sparse_rows(
     counts: np.ndarray, idx: np.ndarray, val: np.ndarray, d: int, constant: bool
@@ -139,13 +165,7 @@ def sparse_rows(
             if x != 0.0:
                 out_i[w], out_v[w] = i, x
                 w += 1
-        if constant:
-            out_i[w], out_v[w] = d, 1.0
-            w += 1
-        if w > first:
-            size[t] = out_i[w - 1] + 1
-            low[t] = out_v[first:w].min()
-            high[t] = out_v[first:w].max()
+        w = close_row(out_i, out_v, first, w, d, constant, t, size, low, high)
         ptr[t + 1] = w
         start = end
     return True, out_i[:w], out_v[:w], ptr, size, low, high

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from models.kernels.instances import vote_rows
+from models.kernels.instances import close_row, vote_rows
 
 __all__ = [
     "FORM_EXPERTS",
@@ -761,13 +761,6 @@ def read_features(
             if val[j] != 0.0:
                 idx[kept], val[kept] = idx[j], val[j]
                 kept += 1
-        w = kept
-        if constant:
-            idx[w], val[w] = d, 1.0
-            w += 1
-        if w > first:
-            size[t] = idx[w - 1] + 1
-            low[t] = val[first:w].min()
-            high[t] = val[first:w].max()
+        w = close_row(idx, val, first, kept, d, constant, t, size, low, high)
         ptr[t + 1] = w
     return ok, idx[:w], val[:w], ptr, size, low, high

@@ -145,14 +145,19 @@ def test_a_key_given_twice_and_deep_nesting_are_refused() -> None:
     assert members(text('{"a": 1} {}'), 0, 11, False)[0] == 1
 
 
-def as_text(payload: dict[str, Any], spaced: bool) -> RawExperts | None:
-    """The payload's experts object as JSON text, when it is JSON the readers accept."""
+def as_text(
+    payload: Any, spaced: bool, raw: type[RawExperts] | type[RawFeatures] = RawExperts
+) -> RawExperts | RawFeatures | None:
+    """The payload's experts (or features) object as JSON text, when it is one, and JSON
+    the readers accept."""
+    if not isinstance(payload, dict) or type(payload.get(raw.MEMBER)) is not dict:
+        return None
     try:
-        s = json.dumps(payload["experts"], indent=1 if spaced else None, allow_nan=False)
+        s = json.dumps(payload[raw.MEMBER], indent=1 if spaced else None, allow_nan=False)
     except ValueError:
         return None
     n, _ = members(text(s), 0, len(s), False)
-    return RawExperts(s.encode(), 0, len(s)) if n >= 0 else None
+    return raw(s.encode(), 0, len(s)) if n >= 0 else None
 
 
 @settings(max_examples=400, deadline=None)
@@ -255,18 +260,6 @@ def test_trial_members_find_the_experts_or_features_of_an_instance_alone() -> No
     assert trial_members(text(b'{"instance": {"experts": {}}'))[0] < 0
 
 
-def features_text(payload: Any, spaced: bool) -> RawFeatures | None:
-    """The payload's features object as JSON text, when it is JSON the readers accept."""
-    if not isinstance(payload, dict) or type(payload.get("features")) is not dict:
-        return None
-    try:
-        s = json.dumps(payload["features"], indent=1 if spaced else None, allow_nan=False)
-    except ValueError:
-        return None
-    n, _ = members(text(s), 0, len(s), False)
-    return RawFeatures(s.encode(), 0, len(s)) if n >= 0 else None
-
-
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_features_read_from_text_are_as_encode_gives_them(data: st.DataObject) -> None:
@@ -275,7 +268,7 @@ def test_features_read_from_text_are_as_encode_gives_them(data: st.DataObject) -
     kept = [
         (p, r)
         for p in data.draw(attribute_batches(space))
-        if (r := features_text(p, spaced)) is not None
+        if (r := as_text(p, spaced, RawFeatures)) is not None
     ]
     if not kept:
         return
