@@ -32,7 +32,7 @@ from app.live import Applied, LiveModel
 from app.replicas import TRIAL_LIMIT, Replicas
 from models.core.instance import Attributes, Experts
 from models.core.learner import UnknownLabel
-from storage.codec import encode_instance
+from storage.codec import encode_instance, encode_instances
 from storage.errors import Conflict, CorruptData, Full, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
 
@@ -173,7 +173,7 @@ class TrialCalls:
                 if await self._changed(m, instances):
                     instances = self._instances(m, [payload for payload, _ in items])
                 todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
-                encoded = [encode_instance(x, rows) for _, x in todo]
+                encoded = encode_instances([x for _, x in todo], rows)
                 other_form: set[int] = set()  # the items sent in the form rows does not pick
             out: list[Result] = [x if isinstance(x, BadInput) else {} for x in instances]
             if not todo:
@@ -366,9 +366,16 @@ class TrialCalls:
                     break
             if not any(todos) and all(idem is None for idem, _ in requests):
                 return outs, todos, None
+            compact = self.settings.compact_votes
             groups = [
                 LearnGroup(
-                    [(encode_instance(x, self.settings.compact_votes), y) for _, x, y in todo],
+                    list(
+                        zip(
+                            encode_instances([x for _, x, _ in todo], compact),
+                            [y for _, _, y in todo],
+                            strict=True,
+                        )
+                    ),
                     idem,
                 )
                 for (idem, _), todo in zip(requests, todos, strict=True)

@@ -29,6 +29,7 @@ __all__ = [
     "decode_instance",
     "decode_instances",
     "encode_instance",
+    "encode_instances",
     "entry_kind",
     "entry_stamp",
     "fold_id",
@@ -63,6 +64,27 @@ def encode_instance(x: Attributes | Experts, rows: bool = True) -> bytes:
         + x.cls.astype(_I4).tobytes()
         + x.value.astype(_F8).tobytes()
     )
+
+
+def encode_instances(xs: Sequence[Attributes | Experts], rows: bool = True) -> list[bytes]:
+    """:func:`encode_instance` of each of ``xs``: the attributes among them converted
+    together (a batch's share arrays), then cut apart."""
+    at = [t for t, x in enumerate(xs) if isinstance(x, Attributes)]
+    if len(at) < 2:
+        return [encode_instance(x, rows) for x in xs]
+    attributes = [x for x in xs if isinstance(x, Attributes)]
+    ends = np.cumsum([x.indices.size for x in attributes]).tolist()
+    idx = np.concatenate([x.indices for x in attributes]).astype(_I4).tobytes()
+    val = np.concatenate([x.values for x in attributes]).astype(_F8).tobytes()
+    out = [b""] * len(xs)
+    a = 0
+    for t, z in zip(at, ends, strict=True):
+        out[t] = b"A" + idx[4 * a : 4 * z] + val[8 * a : 8 * z]
+        a = z
+    for t, x in enumerate(xs):
+        if not isinstance(x, Attributes):
+            out[t] = encode_instance(x, rows)
+    return out
 
 
 def _rows_of(data: bytes | memoryview) -> tuple[int, int]:

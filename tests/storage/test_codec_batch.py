@@ -16,6 +16,7 @@ from storage.codec import (
     decode_instance,
     decode_instances,
     encode_instance,
+    encode_instances,
 )
 from storage.errors import CorruptData
 
@@ -194,3 +195,29 @@ def test_an_instance_reads_back_as_it_was_in_either_form(x: Experts, rows: bool)
     size = int(x.expert.max()) + 1 if x.expert.size else 0
     same_instance(one(data, size, x.n_classes), x)
     same_instance(decode_instances([data, data], size, x.n_classes)[1], x)
+
+
+@st.composite
+def attributes(draw: Any) -> Attributes:
+    """Sparse attributes, or a row of a batch (views of arrays shared with others)."""
+    places = sorted(draw(st.sets(st.integers(0, 2**31 - 1), max_size=6)))
+    x = Attributes(np.array(places, dtype=np.int64), np.array([draw(GOOD) for _ in places]))
+    if draw(st.booleans()):
+        return x
+    rows = Attributes.rows(
+        np.concatenate([x.indices, x.indices]),
+        np.concatenate([x.values, x.values]),
+        np.array([0, len(places), 2 * len(places)]),
+        np.array([x.size, x.size]),
+        np.array([x.low, x.low]),
+        np.array([x.high, x.high]),
+    )
+    return rows[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(attributes() | votes(), max_size=8), st.booleans())
+def test_instances_encoded_together_are_each_as_encoded_alone(
+    xs: list[Attributes | Experts], rows: bool
+) -> None:
+    assert encode_instances(xs, rows) == [encode_instance(x, rows) for x in xs]
