@@ -22,6 +22,7 @@ body that pass does not read, or whose other members do not plainly fit, is read
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any, Generic, NotRequired, TypeVar
 
 import numpy as np
@@ -293,32 +294,19 @@ def _alike(
     keys = [raw[k0:k1].decode("ascii") for k0, k1 in first[:, :2].tolist()]
     if not fields.issuperset(keys) or not required.issubset(keys):
         return None
-    m = counts.size
-    out: list[dict[str, Any]] = [{} for _ in range(m)]
+    out: list[dict[str, Any]] = [{} for _ in range(counts.size)]
     for j, key in enumerate(keys):
-        kind = int(first[j, 4])
-        v0, v1 = rows[:, j, 2], rows[:, j, 3]
         if key == "instance":
             form = instances[:, 2]
-            if (form != form[0]).any() or form[0] not in (FORM_EXPERTS, FORM_FEATURES):
+            if (form != form[0]).any():
                 return None
-            raw_payload = RawExperts if form[0] == FORM_EXPERTS else RawFeatures
-            column: list[Any] = [raw_payload(raw, a, z) for a, z in instances[:, :2].tolist()]
-        elif key == "track":
-            if kind != KIND_TRUE and kind != KIND_FALSE:
-                return None
-            column = [kind == KIND_TRUE] * m
-        elif kind == KIND_NULL and key in _NULLABLE:
-            column = [None] * m
-        elif kind == KIND_STRING:
-            if (v1 - v0 - 2 > MAX_LABEL_LENGTH).any():
-                return None
-            column = [_text(raw, a, z) for a, z in zip(v0.tolist(), v1.tolist(), strict=True)]
-            if key == "trial_id" and not all(map(valid_trial_id, column)):
-                return None
-        elif kind == KIND_INT and key in _INTEGRAL:  # at most 18 digits: within int64
-            column = [int(raw[a:z]) for a, z in zip(v0.tolist(), v1.tolist(), strict=True)]
+            make = _raw_payload(int(form[0]))
+            column = [make(raw, a, z) for a, z in instances[:, :2].tolist()]
         else:
+            kind = int(first[j, 4])
+            spans = rows[:, j, 2:4].tolist()
+            column = [_member(raw, key, kind, v0, v1) for v0, v1 in spans]
+        if any(v is _UNREAD for v in column):
             return None
         for item, value in zip(out, column, strict=True):
             item[key] = value
@@ -350,27 +338,42 @@ def _trial(
         if key not in fields:
             return None
         if key == "instance":
-            if form == FORM_EXPERTS:
-                out[key] = RawExperts(raw, e0, e1)
-            elif form == FORM_FEATURES:
-                out[key] = RawFeatures(raw, e0, e1)
-            else:
-                return None
-        elif key == "track":
-            if kind != KIND_TRUE and kind != KIND_FALSE:
-                return None
-            out[key] = kind == KIND_TRUE
-        elif kind == KIND_NULL and key in _NULLABLE:
-            out[key] = None
-        elif kind == KIND_STRING and v1 - v0 - 2 <= MAX_LABEL_LENGTH:
-            out[key] = t = _text(raw, v0, v1)
-            if key == "trial_id" and not valid_trial_id(t):
-                return None
-        elif kind == KIND_INT and key in _INTEGRAL:  # at most 18 digits: within int64
-            out[key] = int(raw[v0:v1])
+            value = _raw_payload(form)(raw, e0, e1)
         else:
+            value = _member(raw, key, kind, v0, v1)
+        if value is _UNREAD:
             return None
+        out[key] = value
     return out if required <= out.keys() else None
+
+
+_UNREAD: Any = object()  # a member the compiled readers leave to Body.read
+
+
+def _unread(raw: bytes, a: int, z: int) -> Any:
+    return _UNREAD
+
+
+def _raw_payload(form: int) -> Callable[[bytes, int, int], Any]:
+    """What makes an instance of ``form`` (as the compiled readers find it) from its
+    text and span: :class:`RawExperts`, :class:`RawFeatures`, or for no form, what gives
+    ``_UNREAD``."""
+    return RawExperts if form == FORM_EXPERTS else RawFeatures if form == FORM_FEATURES else _unread
+
+
+def _member(raw: bytes, key: str, kind: int, v0: int, v1: int) -> Any:
+    """The value of member ``key`` (not ``instance``), of ``kind`` at ``raw[v0:v1]``, as
+    :class:`Body` reads it; ``_UNREAD`` when it is not plainly one."""
+    if key == "track":
+        return kind == KIND_TRUE if kind in (KIND_TRUE, KIND_FALSE) else _UNREAD
+    if kind == KIND_NULL and key in _NULLABLE:
+        return None
+    if kind == KIND_STRING and v1 - v0 - 2 <= MAX_LABEL_LENGTH:
+        t = _text(raw, v0, v1)
+        return t if key != "trial_id" or valid_trial_id(t) else _UNREAD
+    if kind == KIND_INT and key in _INTEGRAL:  # at most 18 digits: within int64
+        return int(raw[v0:v1])
+    return _UNREAD
 
 
 _NULLABLE = frozenset({"trial_id", "id"})
