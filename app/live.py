@@ -54,6 +54,11 @@ class StateReplaced(LogGap):
     """The log says the state was replaced (an import): reload from the snapshot."""
 
 
+def _active(x: Attributes | Experts) -> int:
+    """The non-zero values of an instance."""
+    return len(x.indices if isinstance(x, Attributes) else x.expert)
+
+
 class Applied(NamedTuple):
     """What replaying one log entry gave: the class judged against (served or predicted
     at replay) and whether the learner updated."""
@@ -229,11 +234,18 @@ class LiveModel:
     ) -> list[Attributes | Experts | InvalidInstance | InvalidParameter]:
         """:meth:`encode` of each payload, or the error it raises, in order."""
         out = self.space.encode_each(payloads, self.form)
+        good = [x for x in out if not isinstance(x, Exception)]
+        if (
+            good
+            and self.learner.fits_all(good)
+            and (self.max_active is None or max(map(_active, good)) <= self.max_active)
+        ):
+            return out  # as each would be checked below, all at once
         for t, x in enumerate(out):
             if not isinstance(x, Exception):
                 try:
                     out[t] = y = self.learner.coerce(x)
-                    active = len(y.indices if isinstance(y, Attributes) else y.expert)
+                    active = _active(y)
                     if self.max_active is not None and active > self.max_active:
                         raise InvalidInstance(
                             f"{active} non-zero values: this model takes at most "
@@ -377,9 +389,10 @@ class LiveModel:
         batch = AttributeBatch.from_instances([x for x, _ in todo])
         ys = [y for _, y in todo]
         mistakes, updates, done = learn_prefix(batch, [self.labels[y] for y in ys])
-        for t in range(done):
-            y = ys[t]
-            self._record(first + t, y, (1 - y) if mistakes[t] else y, int(updates[t]), tag)
+        ys = ys[:done]
+        y = np.array(ys, dtype=np.int64)
+        predicted = np.where(mistakes[:done], 1 - y, y).tolist()
+        self._record_run(first, ys, predicted, updates[:done].astype(np.int64).tolist(), tag)
         self.version = first + done - 1 if done else self.version
         return int(done)
 
@@ -409,6 +422,21 @@ class LiveModel:
         self.recent.pop(seq - RECENT, None)
         if seq > self.folded:
             self.unfolded[seq] = (y, predicted, outcome, trial_id)
+
+    def _record_run(
+        self, first: int, ys: list[int], predicted: list[int], outcomes: list[int], trial_id: str
+    ) -> None:
+        """:meth:`_record` of the entries from ``first`` on, together."""
+        end = first + len(ys)
+        applied = [Applied(p, o == 1) for p, o in zip(predicted, outcomes, strict=True)]
+        self.recent.update(zip(range(first, end), applied, strict=True))
+        for seq in range(first - RECENT, end - RECENT):
+            self.recent.pop(seq, None)
+        start = max(first, self.folded + 1)
+        self.unfolded.update(
+            (seq, (ys[t], predicted[t], outcomes[t], trial_id))
+            for t, seq in enumerate(range(start, end), start - first)
+        )
 
     def acknowledge(self, sync: Sync) -> None:
         """Note how far the shared counters are folded."""

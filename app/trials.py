@@ -134,6 +134,16 @@ class TrialCalls:
         except UnknownLabel as e:
             raise BadInput(field, str(e)) from None
 
+    def _classes(self, m: LiveModel, labels: Sequence[Any]) -> list[int | None]:
+        """The class of each of ``labels`` that :meth:`_class` takes as it is, None for
+        the others (ask it, which says why)."""
+        most = self.settings.max_label_length
+        got = m.space.classes_of(labels)
+        return [
+            None if type(y) is str and len(y) > most else c
+            for y, c in zip(labels, got, strict=True)
+        ]
+
     def _scores(self, m: LiveModel, s: np.ndarray) -> dict[str, float]:
         return dict(zip(m.label_keys, s.tolist(), strict=True))
 
@@ -415,16 +425,17 @@ class TrialCalls:
         items to learn, (position, instance, class); the instances of all the requests
         are encoded together."""
         instances = iter(self._instances(m, [p for items in requests for p, _ in items]))
+        classes = iter(self._classes(m, [y for items in requests for _, y in items]))
         outs: list[list[Result]] = []
         todos: list[Todo] = []
         for items in requests:
             out: list[Result] = []
             todo: Todo = []
-            for i, ((_, label), x) in enumerate(zip(items, instances, strict=False)):
+            for i, ((_, label), x, c) in enumerate(zip(items, instances, classes, strict=False)):
                 try:
                     if isinstance(x, BadInput):
                         raise x
-                    todo.append((i, x, self._class(m, label, "label")))
+                    todo.append((i, x, self._class(m, label, "label") if c is None else c))
                     out.append({})
                 except BadInput as e:
                     out.append(e)

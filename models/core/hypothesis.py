@@ -7,7 +7,8 @@ the learner, ties included.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,10 @@ __all__ = [
 ]
 
 Label = Hashable
+
+
+_SIZE, _LOW, _HIGH = attrgetter("size"), attrgetter("low"), attrgetter("high")
+_CLASSES = attrgetter("n_classes")
 
 
 class InstanceCheck:
@@ -58,6 +63,20 @@ class InstanceCheck:
             x = Experts.coerce(x)
         self.fit(x)
         return x
+
+    def fits_all(self, xs: Sequence[Any]) -> bool:
+        """Whether every one of ``xs`` is already of this learner's instance form and
+        fits, judged over them together; False when one does not (or is of another
+        type): then check each, which names what is wrong."""
+        kind = Attributes if self.input_kind == "attributes" else Experts
+        if not xs or not all(type(x) is kind for x in xs):
+            return False
+        return (
+            max(map(_SIZE, xs)) <= self.size
+            and self.low <= min(map(_LOW, xs))
+            and max(map(_HIGH, xs)) <= self.high
+            and (kind is Attributes or max(map(_CLASSES, xs)) <= self.n_classes)
+        )
 
     def fit(self, x: Any) -> None:
         """Raise InvalidInstance unless ``x`` (an instance or a batch) fits."""

@@ -274,6 +274,16 @@ class Learner:
         """Convert ``x`` to this learner's instance form and check its size and range."""
         return self._check(x)
 
+    def fits_all(self, xs: Sequence[Any]) -> bool:
+        """Whether :meth:`coerce` would return each of ``xs`` as it is: all instances of
+        this learner's form that fit, checked together."""
+        return type(self).coerce is Learner.coerce and self._check.fits_all(xs)
+
+    def coerce_each(self, xs: Sequence[Any]) -> list[Any]:
+        """:meth:`coerce` of each of ``xs``, checked together when they all fit, else
+        one by one (the first that does not raises)."""
+        return list(xs) if self.fits_all(xs) else [self.coerce(x) for x in xs]
+
     # -- the trial ----------------------------------------------------------------
 
     def scores(self, x: Any) -> np.ndarray:
@@ -290,7 +300,7 @@ class Learner:
 
     def decide_many(self, xs: Sequence[Any]) -> list[tuple[int, np.ndarray]]:
         """:meth:`decide` of each of ``xs``, all by the same hypothesis."""
-        return self._decide_many([self.coerce(x) for x in xs])
+        return self._decide_many(self.coerce_each(xs))
 
     def learn(self, x: Any, y: Label) -> Outcome:
         """Predict ``x``, compare with ``y`` and apply the update rule."""
@@ -357,7 +367,7 @@ class Learner:
 
         Every instance and label is checked before the first trial is applied.
         """
-        items = [self.coerce(x) for x in xs]
+        items = self.coerce_each(list(xs))
         if len(items) != len(ys):
             raise InvalidInstance(f"{len(items)} instances but {len(ys)} labels")
         for y in ys:

@@ -486,6 +486,12 @@ class InputSpace:
             return None
         return self._class.get(label)
 
+    def classes_of(self, labels: Sequence[Any]) -> list[int | None]:
+        """The class index of each of ``labels`` as :meth:`class_of` finds it, None for
+        one it refuses (ask it, which says why)."""
+        known = self._class
+        return [known.get(y) if type(y) is int or type(y) is str else None for y in labels]
+
     def class_of(self, label: Any) -> int:
         """The class index of ``label`` (an integer label may also come as its string)."""
         c = self._class_key(label)

@@ -553,3 +553,25 @@ def test_a_non_finite_number_in_a_routed_body_is_a_422(
         assert r.status_code == 422, (path, r.text)
         assert r.json()["detail"][0]["loc"][0] == "body"
     assert client.get(f"/v1/models/{model_name}").status_code == 404
+
+
+def test_each_label_of_a_batch_is_judged_as_alone(client: httpx.Client, model_name: str) -> None:
+    """Labels of a batch looked up together: the known ones learned, each other one
+    refused with the error it gets alone, naming its item."""
+    assert create(client, model_name, PETS).status_code == 201
+    labels: list[Any] = ["cat", "nope", 5, "0", "Cat", "bird"]
+    items = [{"instance": VOTE, "label": y} for y in labels]
+    r = client.post(f"/v1/models/{model_name}/learn/batch", json={"items": items})
+    assert r.status_code == 200, r.text
+    got = r.json()["items"]
+    assert [g["error"] is None for g in got] == [True, False, False, False, False, True]
+    for i, y in enumerate(labels):
+        if got[i]["error"] is None:
+            continue
+        alone = client.post(f"/v1/models/{model_name}/learn", json={"instance": VOTE, "label": y})
+        assert alone.status_code == 422
+        assert got[i]["error"]["status"] == 422
+        assert got[i]["error"]["field"] == f"items.{i}.label", got[i]
+        assert got[i]["error"]["message"] in alone.text, (got[i], alone.text)
+    stats = client.get(f"/v1/models/{model_name}").json()
+    assert stats["version"] == 2

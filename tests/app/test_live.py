@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pytest
 
@@ -86,3 +87,33 @@ def test_entries_applied_together_are_applied_as_one_by_one_across_a_change() ->
         alone.learner.export_state()
     )
     assert together.learner.trials_ == 5
+
+
+@pytest.mark.parametrize("folded", [0, 7, 30])
+def test_a_run_learned_in_one_compiled_call_keeps_the_outcomes_one_by_one_keeps(
+    monkeypatch: pytest.MonkeyPatch, folded: int
+) -> None:
+    """Own learn entries replayed in one compiled call record what replaying them one by
+    one records: each outcome by seq (only the last RECENT kept) and those not yet
+    folded for the next fold."""
+    monkeypatch.setattr(live, "RECENT", 20)
+    rng = np.random.default_rng(folded)
+    together, alone = LiveModel("m", "inc", CONFIG), LiveModel("m", "inc", CONFIG)
+    items = [
+        (together.encode({"features": rng.integers(0, 2, 4).tolist()}), int(rng.integers(2)))
+        for _ in range(3 * live.BATCH_REPLAY)
+    ]
+    items = [(x, y) for x, y in items if x.indices.size]
+    for m in (together, alone):
+        m.folded = folded
+    together.apply_own(1, items, key="k")
+    for t, item in enumerate(items):
+        alone.apply_own(t + 1, [item], key="k")
+    assert together.version == alone.version == len(items)
+    assert together.recent == alone.recent
+    assert sorted(together.recent) == list(range(len(items) - 19, len(items) + 1))
+    assert together.unfolded == alone.unfolded
+    assert sorted(together.unfolded) == list(range(folded + 1, len(items) + 1))
+    assert {u[3] for u in together.unfolded.values()} == {"!k"}
+    assert any(a.updated for a in together.recent.values())
+    assert any(not a.updated for a in together.recent.values())

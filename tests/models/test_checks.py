@@ -11,6 +11,7 @@ import base64
 import copy
 import json
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -594,3 +595,42 @@ def test_multiclass_winnow_overflow_leaves_the_state_unchanged() -> None:
     with pytest.raises(OverflowError):
         learner.learn([[1.0, 0.0], [0.0, 1.0]], 1)  # w_0 /= 1e150, then w_1 *= 1e150 overflows
     assert _state(learner) == before
+
+
+def _misfits(case: Any) -> list[Any]:
+    """Instances of the learner's own form that may not fit it: beyond its size or its
+    classes, or outside [0, 1]."""
+    if case.attributes:
+        return [Attributes([case.size], [0.5]), Attributes([0], [-3.5]), Attributes([1], [7.0])]
+    k = len(case.labels)
+    return [
+        Experts([case.size], [0], [0.5]),
+        Experts([0], [k], [0.5]),
+        Experts([0], [0], [-3.5]),
+        Experts([1], [1], [7.0]),
+    ]
+
+
+def test_coerce_each_is_coerce_of_each(case: Any) -> None:
+    """Instances checked together are checked as one by one: the same instances back,
+    or the first misfit's error."""
+    learner = case.build()
+    stream = case.stream(40, TRAIN)
+    good = [learner.coerce(x) for x, _ in stream]
+    assert learner.fits_all(good)  # the instances alike are checked together
+    rng = random.Random(5)
+    for odd in [*_misfits(case), stream[0][0]]:
+        xs = list(good)
+        xs.insert(rng.randrange(len(xs) + 1), odd)
+        try:
+            expected = [learner.coerce(x) for x in xs]
+        except InvalidInstance as e:
+            assert not learner.fits_all(xs)
+            with pytest.raises(InvalidInstance, match=re.escape(str(e))):
+                learner.coerce_each(xs)
+            continue
+        got = learner.coerce_each(xs)
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected, strict=True):
+            assert type(a) is type(b)
+            np.testing.assert_array_equal(case.dense(a), case.dense(b))

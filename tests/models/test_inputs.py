@@ -160,6 +160,26 @@ def test_integer_labels_accept_json_string_keys() -> None:
         space.class_of(True)
 
 
+@pytest.mark.parametrize("labels", [[3, 7], ["cat", "7", "dog"], [0, 1]])
+def test_classes_of_each_label_are_class_of_each(labels: list[Any]) -> None:
+    """Labels looked up together find what class_of finds, and None where it refuses."""
+    space = InputSpace(labels, experts={"expert_names": ["a"]})
+    asked = [*labels, *map(str, labels), 5, "5", True, False, 1.0, 7.0, None, [7], "", np.int64(1)]
+    expected: list[int | None] = []
+    for y in asked:
+        try:
+            expected.append(space.class_of(y))
+        except UnknownLabel:
+            expected.append(None)
+    got = space.classes_of(asked)
+    assert len(got) == len(asked)
+    for y, c, want in zip(asked, got, expected, strict=True):
+        # None sends the caller to class_of, which may still take it (a numpy integer)
+        plain = type(y) is int or type(y) is str
+        assert c == want if plain else c is None, y
+    assert any(c is None for c in got) and any(c is not None for c in got)
+
+
 def test_sum_to_one() -> None:
     space = experts_space("sum-to-one")
     got = dense(space, {"experts": {"a": [2, 1, 1], "b": [0, 0, 0]}})
