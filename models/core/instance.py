@@ -297,9 +297,9 @@ class AttributeBatch:
 
     @classmethod
     def from_instances(cls, xs: Sequence[Any]) -> AttributeBatch:
-        items = [Attributes.coerce(x) for x in xs]
+        items = xs if all(type(x) is Attributes for x in xs) else [Attributes.coerce(x) for x in xs]
         ptr = np.zeros(len(items) + 1, dtype=np.int64)
-        np.cumsum([len(x) for x in items], out=ptr[1:])
+        np.cumsum([x.indices.size for x in items], out=ptr[1:])
         if not items:
             return cls(ptr, _EMPTY_I, _EMPTY_F)
         return cls(
