@@ -297,7 +297,9 @@ class AttributeBatch:
 
     @classmethod
     def from_instances(cls, xs: Sequence[Any]) -> AttributeBatch:
-        items = xs if all(type(x) is Attributes for x in xs) else [Attributes.coerce(x) for x in xs]
+        items = list(xs)
+        if not all(type(x) is Attributes for x in items):
+            items = [Attributes.coerce(x) for x in items]
         ptr = np.zeros(len(items) + 1, dtype=np.int64)
         np.cumsum([x.indices.size for x in items], out=ptr[1:])
         if not items:

@@ -279,10 +279,11 @@ class Learner:
         this learner's form that fit, checked together."""
         return type(self).coerce is Learner.coerce and self._check.fits_all(xs)
 
-    def coerce_each(self, xs: Sequence[Any]) -> list[Any]:
+    def coerce_each(self, xs: Iterable[Any]) -> list[Any]:
         """:meth:`coerce` of each of ``xs``, checked together when they all fit, else
         one by one (the first that does not raises)."""
-        return list(xs) if self.fits_all(xs) else [self.coerce(x) for x in xs]
+        items = list(xs)
+        return items if self.fits_all(items) else [self.coerce(x) for x in items]
 
     # -- the trial ----------------------------------------------------------------
 
@@ -367,7 +368,7 @@ class Learner:
 
         Every instance and label is checked before the first trial is applied.
         """
-        items = self.coerce_each(list(xs))
+        items = self.coerce_each(xs)
         if len(items) != len(ys):
             raise InvalidInstance(f"{len(items)} instances but {len(ys)} labels")
         for y in ys:

@@ -618,6 +618,7 @@ def test_coerce_each_is_coerce_of_each(case: Any) -> None:
     stream = case.stream(40, TRAIN)
     good = [learner.coerce(x) for x, _ in stream]
     assert learner.fits_all(good)  # the instances alike are checked together
+    assert [id(x) for x in learner.coerce_each(iter(good))] == [id(x) for x in good]
     rng = random.Random(5)
     for odd in [*_misfits(case), stream[0][0]]:
         xs = list(good)

@@ -177,6 +177,13 @@ def test_batch_rows() -> None:
     for t, row in enumerate(rows):
         np.testing.assert_array_equal(batch[t].dense(5), Attributes.coerce(row).dense(5))
     assert len(AttributeBatch.from_instances([])) == 0
+    # instances of the form taken as they are, from any iterable
+    xs = [Attributes.coerce(row) for row in rows]
+    for source in (xs, iter(xs), iter(rows)):
+        again = AttributeBatch.from_instances(source)
+        assert again.indptr.tolist() == batch.indptr.tolist()
+        np.testing.assert_array_equal(again.indices, batch.indices)
+        np.testing.assert_array_equal(again.values, batch.values)
     same_index_other_rows = AttributeBatch([0, 1, 2], [3, 3], [1.0, 1.0])
     assert len(same_index_other_rows) == 2
 
