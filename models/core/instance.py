@@ -15,7 +15,7 @@ threshold sub-experts, and hybrids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -296,7 +296,7 @@ class AttributeBatch:
         self.high = float(val.max()) if val.size else 0.0
 
     @classmethod
-    def from_instances(cls, xs: Sequence[Any]) -> AttributeBatch:
+    def from_instances(cls, xs: Iterable[Any]) -> AttributeBatch:
         items = list(xs)
         if not all(type(x) is Attributes for x in items):
             items = [Attributes.coerce(x) for x in items]
