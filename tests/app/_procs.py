@@ -121,26 +121,32 @@ class Service:
         return self
 
     def start(self) -> Service:
+        """Spawn, and wait until every worker answers ``/readyz`` (each warms up alone)."""
         self.spawn()
         assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT
-        with httpx.Client(base_url=self.url, timeout=5, verify=self.verify) as c:
-            while True:
-                if self.process.poll() is not None:
-                    raise RuntimeError(
-                        f"committee serve exited with {self.process.returncode}:\n{self.output()}"
-                    )
+        ready: set[int] = set()  # workers that answered 200 (the serve process: 1 worker)
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"committee serve exited with {self.process.returncode}:\n{self.output()}"
+                )
+            pids = self.worker_pids() if self.workers > 1 else [self.pid]
+            if len(pids) == max(self.workers, 1) and ready >= set(pids):
+                return self
+            # a fresh connection each time; while its keep-alive holds, it shows which
+            # worker took it
+            with httpx.Client(base_url=self.url, timeout=5, verify=self.verify) as c:
                 try:
-                    if c.get("/readyz").status_code == 200 and len(self.worker_pids()) == (
-                        self.workers if self.workers > 1 else 0
-                    ):
-                        return self
+                    if c.get("/readyz").status_code == 200:
+                        held = client_connections(pids, self.port)
+                        ready.update(pid for pid, n in held.items() if n)
                 except httpx.TransportError:
                     pass
-                if time.monotonic() > deadline:
-                    self.kill()
-                    raise RuntimeError(f"committee serve was not ready:\n{self.output()}")
-                time.sleep(0.05)
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"committee serve was not ready:\n{self.output()}")
+            time.sleep(0.02)
 
     def stop(self) -> int:
         """SIGTERM, as a process manager would, and wait; returns the exit code."""
