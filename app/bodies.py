@@ -33,7 +33,7 @@ from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from app.names import TrialId
-from app.schemas import EXAMPLE_INSTANCE, MAX_LABEL_LENGTH, Label
+from app.schemas import EXAMPLE_INSTANCE, INT64, MAX_LABEL_LENGTH, Label
 from models.inputs.batch import RawExperts, RawFeatures
 from models.kernels.jsontext import (
     FORM_EXPERTS,
@@ -58,6 +58,8 @@ __all__ = [
     "PredictBatchCreate",
     "PredictCreate",
     "read_batch",
+    "read_label",
+    "read_labels",
     "read_trial",
 ]
 
@@ -195,6 +197,45 @@ class Body(Generic[T]):
     def schema(self, ref_template: str) -> dict[str, Any]:
         """The JSON Schema of the body, its parts under ``$defs``."""
         return self._adapter.json_schema(ref_template=ref_template)
+
+
+def read_label(raw: bytes) -> dict[str, Any] | None:
+    """The body ``raw`` of a label, ``{"trial_id": ..., "label": ...}``, as
+    :class:`Body` reads it, when its members plainly fit (read by orjson and checked
+    member by member); None otherwise (then read it with :meth:`Body.read`)."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return doc if _plain_label(doc) else None
+
+
+def read_labels(raw: bytes) -> dict[str, Any] | None:
+    """The body ``raw`` of a batch of labels, ``{"items": [...]}``, as :class:`Body`
+    reads it, when it and each item plainly fit (as :func:`read_label` reads one); None
+    otherwise (then read it with :meth:`Body.read`)."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(doc) is not dict or len(doc) != 1:
+        return None
+    items = doc.get("items")
+    if type(items) is not list or not items or not all(map(_plain_label, items)):
+        return None
+    return doc
+
+
+def _plain_label(doc: Any) -> bool:
+    """Whether ``doc`` (as orjson read it) is a :class:`LabelCreate` as it stands."""
+    if type(doc) is not dict or len(doc) != 2:
+        return False
+    t, y = doc.get("trial_id"), doc.get("label")
+    if type(t) is not str or not valid_trial_id(t):
+        return False
+    if type(y) is str:
+        return len(y) <= MAX_LABEL_LENGTH
+    return type(y) is int and -INT64 <= y < INT64
 
 
 def _text(raw: bytes, a: int, b: int) -> str:

@@ -131,7 +131,7 @@ async def label_one(
     calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = LABEL.read(raw)
+    b = bodies.read_label(raw) or LABEL.read(raw)
     await _limit(calls, 1, admit)
     return _one([await calls.label_one(name, b["trial_id"], b["label"])])
 
@@ -165,7 +165,7 @@ async def label_many(
     calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
-    b = LABEL_BATCH.read(raw)
+    b = bodies.read_labels(raw) or LABEL_BATCH.read(raw)
     await _limit(calls, len(b["items"]), admit)
     return _many(await calls.label(name, [(i["trial_id"], i["label"]) for i in b["items"]]))
 

@@ -281,6 +281,71 @@ def test_plain_fusion_batches_are_read_fast_and_odd_ones_left() -> None:
         assert bodies.read_batch(body.encode(), *PREDICT_BATCHED[1], *PREDICT_BATCHED[2:]) is None
 
 
+LABEL = bodies.Body(bodies.LabelCreate)
+LABEL_BATCH = bodies.Body(bodies.LabelBatchCreate)
+labels = st.fixed_dictionaries(
+    {},
+    optional={
+        "trial_id": st.one_of(
+            st.sampled_from(["t-1", "bad id", "", "é", "x" * 300]), st.integers(0, 3), st.none()
+        ),
+        "label": st.one_of(
+            st.text(max_size=3),
+            st.sampled_from(["x" * 256, "é" * 257]),
+            st.integers(-(2**64), 2**64),
+            st.sampled_from([-(2**63), 2**63 - 1, 2**63, 1.0, True, None, [1]]),
+        ),
+        "extra": st.just(1),
+    },
+)
+
+
+def read_in_full(body: bytes, reader: bodies.Body[Any]) -> Any:
+    try:
+        return dict(reader.read(body))
+    except RequestValidationError:
+        return RequestValidationError
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(labels, st.lists(labels, max_size=3).map(lambda i: {"items": i})))
+def test_a_label_read_fast_is_the_label_read_in_full(doc: dict[str, Any]) -> None:
+    body = json.dumps(doc).encode()
+    many = "items" in doc
+    got = bodies.read_labels(body) if many else bodies.read_label(body)
+    want = read_in_full(body, LABEL_BATCH if many else LABEL)
+    if got is None:  # left to Body.read: it refuses it, or it is not plainly one
+        return
+    assert want is not RequestValidationError, body
+    assert got == want
+
+
+def test_plain_labels_are_read_fast_and_odd_ones_left() -> None:
+    plain = [
+        {"trial_id": "t-1", "label": "cat"},
+        {"label": -(2**63), "trial_id": "a"},
+        {"trial_id": "a", "label": "x" * 256},
+    ]
+    for doc in plain:
+        assert bodies.read_label(json.dumps(doc).encode()) == doc
+    assert bodies.read_labels(json.dumps({"items": plain}).encode()) == {"items": plain}
+    odd = [
+        {"trial_id": "t-1"},
+        {"trial_id": "t-1", "label": True},
+        {"trial_id": "t-1", "label": 2**63},
+        {"trial_id": "t-1", "label": 1.0},
+        {"trial_id": "t-1", "label": "x" * 257},
+        {"trial_id": "not an id!", "label": 1},
+        {"trial_id": "t-1", "label": 1, "extra": 1},
+    ]
+    for doc in odd:
+        assert bodies.read_label(json.dumps(doc).encode()) is None, doc
+        assert bodies.read_labels(json.dumps({"items": [*plain, doc]}).encode()) is None, doc
+    for body in (b"[]", b'{"items": []}', b'{"items": [], "x": 1}', b"{", b'{"trial_id": "a",'):
+        assert bodies.read_label(body) is None
+        assert bodies.read_labels(body) is None
+
+
 class Parsed(stream.Request):
     """A stream message read as a document, never as text."""
 
