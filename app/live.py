@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -33,6 +33,7 @@ from storage.repository import LogGap, RawEntry, Sync, with_space
 
 __all__ = [
     "Applied",
+    "Kept",
     "LiveModel",
     "LogRange",
     "Start",
@@ -48,6 +49,50 @@ BATCH_REPLAY = 16  # own learn entries replayed in one compiled call from this m
 RESEND = 1.0  # seconds after which unacknowledged outcomes are reported again
 QUARANTINED, REFUSED = 2, 3  # outcomes beyond 0 (no update) and 1 (updated)
 CHANGED = 4  # the outcome of a change entry: no trial
+KEPT_BYTES = 32 << 20  # what a worker's Kept holds at most (instances and their bytes)
+# an instance held in memory takes about this many times its stored bytes, those included
+KEPT_FACTOR = 4
+# an instance's stored bytes -> the instance they decode to, when held (else None)
+Known = Callable[[bytes], Attributes | Experts | None]
+
+
+class Kept:
+    """The instances of the predictions this worker stored pending, by their stored
+    bytes: the label of one is then applied from the instance in memory, as a learn this
+    worker appended is (:meth:`LiveModel.apply_own`), not decoded again from its copy in
+    the log. Equal bytes decode to an equal instance, whichever model or worker stored
+    them, so the one held is the one decoding would give. Each is taken once; at most
+    ``most`` bytes are held (counted as :data:`KEPT_FACTOR` times the stored bytes), the
+    oldest dropped first."""
+
+    def __init__(self, most: int = KEPT_BYTES) -> None:
+        self.most = most
+        self.held = 0  # bytes, as counted
+        self.hits = 0  # instances taken
+        self._by: dict[bytes, Attributes | Experts] = {}
+
+    def __len__(self) -> int:
+        return len(self._by)
+
+    def put(self, data: bytes, x: Attributes | Experts) -> None:
+        """Hold ``x``, stored as ``data``."""
+        size = KEPT_FACTOR * len(data)
+        if size > self.most or data in self._by:
+            return
+        self._by[data] = x
+        self.held += size
+        while self.held > self.most:
+            oldest = next(iter(self._by))
+            del self._by[oldest]
+            self.held -= KEPT_FACTOR * len(oldest)
+
+    def take(self, data: bytes) -> Attributes | Experts | None:
+        """The instance stored as ``data``, no longer held; None when none is."""
+        x = self._by.pop(data, None)
+        if x is not None:
+            self.held -= KEPT_FACTOR * len(data)
+            self.hits += 1
+        return x
 
 
 class StateReplaced(LogGap):
@@ -266,9 +311,10 @@ class LiveModel:
 
     # -- the log ----------------------------------------------------------------------
 
-    def apply(self, entries: Iterable[RawEntry]) -> None:
+    def apply(self, entries: Iterable[RawEntry], known: Known | None = None) -> None:
         """Replay log entries in order, skipping those already applied. The entries up to
-        the next change of the input are decoded together, against the input as it is."""
+        the next change of the input are decoded together, against the input as it is;
+        an instance ``known`` holds (see :class:`Kept`) is taken from it instead."""
         entries = entries if isinstance(entries, list) else list(entries)
         decoded: dict[int, LogEntry | CorruptData] = {}
         for at, (entry_id, fields) in enumerate(entries):
@@ -278,7 +324,7 @@ class LiveModel:
             if seq != self.version + 1:
                 raise LogGap(f"model {self.name!r}: log entry {seq} after {self.version}")
             if at not in decoded:
-                decoded = self._decoded(entries, at)
+                decoded = self._decoded(entries, at, known)
             try:
                 stamp = entry_stamp(fields)
                 got = decoded.pop(at)
@@ -298,14 +344,16 @@ class LiveModel:
             self.stamp = stamp
         self.synced_at = time.monotonic()
 
-    def _decoded(self, entries: list[RawEntry], at: int) -> dict[int, LogEntry | CorruptData]:
+    def _decoded(
+        self, entries: list[RawEntry], at: int, known: Known | None = None
+    ) -> dict[int, LogEntry | CorruptData]:
         """The entries from ``at`` on up to the next change entry (or that one alone),
         decoded together, by their place in ``entries``."""
         end = at + 1
         if entry_kind(entries[at][1]) != b"c":
             while end < len(entries) and entry_kind(entries[end][1]) != b"c":
                 end += 1
-        got = decode_entries(entries[at:end], self.size, self.k)
+        got = decode_entries(entries[at:end], self.size, self.k, known)
         return dict(enumerate(got, at))
 
     def grow_through(self, entries: Iterable[RawEntry]) -> None:

@@ -20,7 +20,7 @@ import orjson
 from app.budget import Limits
 from app.config import Settings
 from app.errors import BadInput
-from app.live import RESEND, LiveModel, StateReplaced
+from app.live import RESEND, Kept, LiveModel, StateReplaced
 from app.summary import summarize
 from models.core.instance import Attributes, Experts
 from storage.errors import CorruptData, ModelNotFound
@@ -64,6 +64,8 @@ class Replicas:
         self._flushing: set[str] = set()
         self._refreshed: dict[str, float] = {}
         self._clock = 0  # counts uses, for evicting the least recently used model
+        # the instances of the predictions this worker stored, for their labels
+        self.kept = Kept()
 
     async def close(self) -> None:
         for t in list(self._tasks):
@@ -174,7 +176,7 @@ class Replicas:
         class)], idempotency key or "")."""
         try:
             await m.thawed()
-            m.apply(sync.entries)
+            m.apply(sync.entries, self.kept.take)
             for first, items, key in own or ():
                 await self._read_log(m, first - 1)
                 await m.thawed()
@@ -200,7 +202,7 @@ class Replicas:
                 await asyncio.to_thread(m.apply, entries)
             else:
                 await m.thawed()
-                m.apply(entries)
+                m.apply(entries, self.kept.take)
 
     async def sync(self, m: LiveModel) -> LiveModel:
         """Fold this worker's outcomes and replay what the log holds beyond ``m``."""

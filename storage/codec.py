@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -311,13 +311,28 @@ def _index(value: object, high: int) -> int:
 
 
 def decode_entries(
-    entries: Sequence[tuple[bytes, list[bytes]]], size: int, n_classes: int
+    entries: Sequence[tuple[bytes, list[bytes]]],
+    size: int,
+    n_classes: int,
+    known: Callable[[bytes], Attributes | Experts | None] | None = None,
 ) -> list[LogEntry | CorruptData]:
     """:func:`decode_entry` of each entry, or the error it raises; their instances
-    decoded together (:func:`decode_instances`)."""
+    decoded together (:func:`decode_instances`). ``known`` gives, for an instance's
+    bytes, the instance they decode to when the caller holds it (None when not): it is
+    taken as it is when it fits ``size`` and ``n_classes`` as a decoded one must."""
     found = [(t, x) for t, (_, f) in enumerate(entries) if (x := _last(f, b"x")) is not None]
+    xs: dict[int, Attributes | Experts | CorruptData] = {}
+    if known is not None:
+        rest = []
+        for t, x in found:
+            got = known(x) if type(x) is bytes else None
+            if got is not None and got.size <= size and _within(got, n_classes):
+                xs[t] = got
+            else:
+                rest.append((t, x))
+        found = rest
     decoded = decode_instances([x for _, x in found], size, n_classes)
-    xs = {t: d for (t, _), d in zip(found, decoded, strict=True)}
+    xs.update((t, d) for (t, _), d in zip(found, decoded, strict=True))
     out: list[LogEntry | CorruptData] = []
     for t, (entry_id, fields) in enumerate(entries):
         try:
@@ -325,6 +340,11 @@ def decode_entries(
         except CorruptData as e:
             out.append(e)
     return out
+
+
+def _within(x: Attributes | Experts, n_classes: int) -> bool:
+    """Whether ``x`` votes only for classes below ``n_classes`` (attributes: always)."""
+    return not isinstance(x, Experts) or x.n_classes <= n_classes
 
 
 def _last(fields: list[bytes], name: bytes) -> bytes | None:

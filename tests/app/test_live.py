@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import orjson
 import pytest
@@ -117,3 +119,45 @@ def test_a_run_learned_in_one_compiled_call_keeps_the_outcomes_one_by_one_keeps(
     assert {u[3] for u in together.unfolded.values()} == {"!k"}
     assert any(a.updated for a in together.recent.values())
     assert any(not a.updated for a in together.recent.values())
+
+
+def test_kept_instances_are_taken_once_and_the_oldest_go_first() -> None:
+    m = LiveModel("m", "inc", FUSION)
+    xs = [m.encode({"experts": {"e0": "a", "e1": "abc"[t % 3]}}) for t in range(3)]
+    data = [bytes([t]) * 32 for t in range(3)]  # as if each were stored so
+    kept = live.Kept(most=live.KEPT_FACTOR * (len(data[0]) + len(data[1])))
+    for d, x in zip(data, xs, strict=True):
+        kept.put(d, x)
+    assert len(kept) == 2 and kept.take(data[0]) is None  # the oldest made room
+    assert kept.take(data[2]) is xs[2] and kept.take(data[2]) is None  # taken once
+    assert kept.hits == 1 and kept.held == live.KEPT_FACTOR * len(data[1])
+    kept.put(b"x" * kept.most, xs[0])  # beyond what it holds at all: not held
+    assert len(kept) == 1
+
+
+def test_a_kept_instance_the_model_cannot_take_is_refused_as_its_decoding_is() -> None:
+    """An instance held for its bytes is taken only where the decoded one would be: one
+    voting with an expert the model does not have is quarantined either way."""
+    grown = LiveModel("m", "inc", FUSION)
+    grown.take_change(1, orjson.dumps({"experts": {"add": ["e3"]}}))
+    fits = grown.encode({"experts": {"e0": "a", "e1": "c"}})
+    beyond = grown.encode({"experts": {"e3": "b", "e0": "a"}})
+    log = [
+        (b"%d-0" % (t + 1), [b"k", b"n", b"x", encode_instance(x), b"y", b"1"])
+        for t, x in enumerate([fits, beyond, fits])
+    ]
+    held = {encode_instance(x): x for x in (fits, beyond)}
+    taken: list[bytes] = []
+
+    def known(data: bytes) -> Any:
+        taken.append(data)
+        return held.get(data)
+
+    with_known, decoding = LiveModel("m", "inc", FUSION), LiveModel("m", "inc", FUSION)
+    with_known.apply(log, known)
+    decoding.apply(log)
+    assert taken == [entry[1][3] for entry in log]  # every instance asked for
+    assert with_known.quarantined == decoding.quarantined == 1
+    assert orjson.dumps(with_known.learner.export_state()) == orjson.dumps(
+        decoding.learner.export_state()
+    )

@@ -184,6 +184,43 @@ async def test_workers_storing_votes_in_either_form_agree(either_form: list[Mode
     assert tags == {b"E", b"F"}
 
 
+async def test_a_label_applied_from_the_instance_kept_learns_what_decoding_learns(
+    either_form: list[ModelService],
+) -> None:
+    """A worker applies the label of a prediction it stored from the instance it kept,
+    whoever labelled it, and the other worker from its copy in the log (in either stored
+    form, votes of every kind): both learn the same, and only the predictions still
+    waiting for a label stay kept."""
+    services = either_form
+    rng = np.random.default_rng(7)
+    await services[0].create_model("f", FUSION)
+    before = [s.replicas.kept.hits for s in services]
+    unlabelled = 0
+    for i in range(80):
+        worker = services[i % 2]
+        votes: dict[str, Any] = {
+            f"e{e}": {c: float(rng.uniform(0.1, 1)) for c in "abc"} for e in range(4)
+        }
+        if i % 4 == 0:
+            votes["e2"] = "abc"[int(rng.integers(3))]  # a bare label: not a full row
+        (p,) = await worker.trials.predict("f", [({"experts": votes}, None)])
+        assert isinstance(p, dict)
+        if i % 10 == 9:
+            unlabelled += 1  # kept until a label comes (or room is needed)
+            continue
+        labeller = worker if i % 3 else services[1 - i % 2]
+        (r,) = await labeller.trials.label("f", [(p["trial_id"], "abc"[int(rng.integers(3))])])
+        assert isinstance(r, dict)
+    states = [await s.export_state("f") for s in services]
+    assert states[0][0] == 72 and states[0] == states[1]
+    # each label entry met its prediction's worker (in the label call, or replayed from
+    # the log after the other worker's): taken from memory there, decoded on the other
+    hits = [s.replicas.kept.hits - b for s, b in zip(services, before, strict=True)]
+    assert min(hits) > 0 and sum(hits) == 72
+    assert sum(len(s.replicas.kept) for s in services) == unlabelled
+    assert [(await s.replicas.live("f")).quarantined for s in services] == [0, 0]
+
+
 async def test_a_prediction_retried_on_a_worker_of_the_other_form_is_answered(
     either_form: list[ModelService],
 ) -> None:
