@@ -17,6 +17,7 @@ __all__ = ["ServerThread", "free_port"]
 START_TIMEOUT = 20.0  # seconds for uvicorn to start listening
 WARM_TIMEOUT = 180.0  # seconds for the process's kernel warm-up (compiling on a cold cache)
 STOP_TIMEOUT = 10.0
+KEEP_ALIVE = 120  # seconds an idle connection stays open
 
 
 def free_port() -> int:
@@ -35,7 +36,16 @@ class ServerThread:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = app or create_app(settings)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            # a test's pooled connections stay open between its phases, even when a busy
+            # machine holds the process for seconds: the server closing one idle just as
+            # the client reuses it would cut that request
+            timeout_keep_alive=KEEP_ALIVE,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
