@@ -75,11 +75,11 @@ class Kept:
         return len(self._by)
 
     def put(self, data: bytes, x: Attributes | Experts) -> None:
-        """Hold ``x``, stored as ``data``."""
+        """Hold ``x``, stored as ``data`` (over arrays of its own)."""
         size = KEPT_FACTOR * len(data)
         if size > self.most or data in self._by:
             return
-        self._by[data] = x
+        self._by[data] = _own(x)
         self.held += size
         while self.held > self.most:
             oldest = next(iter(self._by))
@@ -93,6 +93,21 @@ class Kept:
             self.held -= KEPT_FACTOR * len(data)
             self.hits += 1
         return x
+
+
+def _own(x: Attributes | Experts) -> Attributes | Experts:
+    """``x`` over arrays of its own: one of a batch's instances views the arrays of the
+    whole batch, which holding it would keep."""
+    arrays = [getattr(x, name) for name in x.__slots__]
+    if all(not isinstance(a, np.ndarray) or a.base is None for a in arrays):
+        return x
+    y = type(x).__new__(type(x))
+    for name, a in zip(x.__slots__, arrays, strict=True):
+        if isinstance(a, np.ndarray):
+            a = a.copy()
+            a.flags.writeable = False
+        setattr(y, name, a)
+    return y
 
 
 class StateReplaced(LogGap):

@@ -10,6 +10,7 @@ import pytest
 
 from app import live
 from app.live import LiveModel
+from models.inputs.batch import RawExperts
 from storage.codec import encode_instance
 from storage.repository import Sync
 
@@ -133,6 +134,28 @@ def test_kept_instances_are_taken_once_and_the_oldest_go_first() -> None:
     assert kept.hits == 1 and kept.held == live.KEPT_FACTOR * len(data[1])
     kept.put(b"x" * kept.most, xs[0])  # beyond what it holds at all: not held
     assert len(kept) == 1
+
+
+def test_an_instance_of_a_batch_is_kept_without_the_batch() -> None:
+    """One of a batch's instances views the batch's arrays: it is held over copies of
+    its own, read-only and equal, so that holding it does not hold the batch."""
+    m = LiveModel("m", "inc", FUSION)
+    texts = [orjson.dumps({"e0": "abc"[t % 3], "e1": [0.5, 0.2, 0.3]}) for t in range(50)]
+    many = m.encode_each([RawExperts(text, 0, len(text)) for text in texts])  # as a group is
+    x = many[7]
+    assert isinstance(x, live.Experts) and x.expert.base is not None
+    kept = live.Kept()
+    kept.put(b"seven", x)
+    got = kept.take(b"seven")
+    assert isinstance(got, live.Experts) and got is not x
+    for name in ("expert", "cls", "value"):
+        a, b = getattr(got, name), getattr(x, name)
+        assert a.base is None and not a.flags.writeable and not np.shares_memory(a, b)
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert (got.size, got.n_classes, got.low, got.high) == (x.size, x.n_classes, x.low, x.high)
+    alone = m.encode({"experts": {"e0": "a"}})  # over arrays of its own already
+    kept.put(b"alone", alone)
+    assert kept.take(b"alone") is alone
 
 
 def test_a_kept_instance_the_model_cannot_take_is_refused_as_its_decoding_is() -> None:
