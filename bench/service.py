@@ -149,6 +149,7 @@ AUTH_LIMITS = {"requests_per_second": 1e8, "trials_per_second": 1e8}
 
 
 BIND_ATTEMPTS = 5
+PROBE_TIMEOUT = 1.5  # seconds a readiness probe waits for its answer
 
 
 def free_port() -> int:
@@ -219,7 +220,9 @@ def _started(server: Server, ready: Callable[[httpx.Client], bool], timeout: flo
     """Wait until ``server`` is ready (True), or has exited because its port was taken
     (False); any other exit, or no readiness within ``timeout`` seconds, raises."""
     deadline = time.monotonic() + timeout
-    with httpx.Client(base_url=server.url, timeout=5.0) as http:
+    # a short timeout: on a port taken by another listener the probe waits for no answer
+    # while the child exits; a slow answer is only probed again
+    with httpx.Client(base_url=server.url, timeout=PROBE_TIMEOUT) as http:
         while True:
             if server.process.poll() is not None:
                 text = server.log.read_text(errors="replace")
