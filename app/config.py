@@ -137,6 +137,13 @@ class Settings(BaseSettings):
     warmup: bool = Field(
         default=True, description="compile the learners' kernels before /readyz answers 200"
     )
+    kept_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=0,
+        le=1 << 40,
+        description="memory a worker holds the instances of its pending predictions in, "
+        "to apply their labels without decoding them again (0: none held)",
+    )
     gc_threshold: int = Field(
         default=50_000,
         ge=0,

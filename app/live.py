@@ -49,7 +49,6 @@ BATCH_REPLAY = 16  # own learn entries replayed in one compiled call from this m
 RESEND = 1.0  # seconds after which unacknowledged outcomes are reported again
 QUARANTINED, REFUSED = 2, 3  # outcomes beyond 0 (no update) and 1 (updated)
 CHANGED = 4  # the outcome of a change entry: no trial
-KEPT_BYTES = 32 << 20  # what a worker's Kept holds at most (instances and their bytes)
 # an instance held in memory takes about this many times its stored bytes, those included
 KEPT_FACTOR = 4
 # an instance's stored bytes -> the instance they decode to, when held (else None)
@@ -65,7 +64,7 @@ class Kept:
     ``most`` bytes are held (counted as :data:`KEPT_FACTOR` times the stored bytes), the
     oldest dropped first."""
 
-    def __init__(self, most: int = KEPT_BYTES) -> None:
+    def __init__(self, most: int) -> None:
         self.most = most
         self.held = 0  # bytes, as counted
         self.hits = 0  # instances taken

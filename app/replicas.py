@@ -65,7 +65,7 @@ class Replicas:
         self._refreshed: dict[str, float] = {}
         self._clock = 0  # counts uses, for evicting the least recently used model
         # the instances of the predictions this worker stored, for their labels
-        self.kept = Kept()
+        self.kept = Kept(settings.kept_bytes)
 
     async def close(self) -> None:
         for t in list(self._tasks):

@@ -144,7 +144,7 @@ def test_an_instance_of_a_batch_is_kept_without_the_batch() -> None:
     many = m.encode_each([RawExperts(text, 0, len(text)) for text in texts])  # as a group is
     x = many[7]
     assert isinstance(x, live.Experts) and x.expert.base is not None
-    kept = live.Kept()
+    kept = live.Kept(1 << 20)
     kept.put(b"seven", x)
     got = kept.take(b"seven")
     assert isinstance(got, live.Experts) and got is not x

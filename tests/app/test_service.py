@@ -221,6 +221,35 @@ async def test_a_label_applied_from_the_instance_kept_learns_what_decoding_learn
     assert [(await s.replicas.live("f")).quarantined for s in services] == [0, 0]
 
 
+async def test_a_worker_holding_no_instances_decodes_every_label_to_the_same_state(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """With ``kept_bytes`` 0 a worker holds no instance and applies each label from the
+    log; it learns what a worker that holds them learns, trial for trial."""
+    states = []
+    for most, prefix in ((0, f"{redis_prefix}-none"), (1 << 20, f"{redis_prefix}-held")):
+        client = connect(redis_url)
+        settings = Settings(redis_url=redis_url, key_prefix=prefix, kept_bytes=most)
+        service = ModelService(ModelStore(client, prefix), settings)
+        try:
+            await service.create_model("f", FUSION)
+            rng = np.random.default_rng(11)
+            for _ in range(30):
+                votes = {f"e{e}": {c: float(rng.uniform(0.1, 1)) for c in "abc"} for e in range(4)}
+                (p,) = await service.trials.predict("f", [({"experts": votes}, None)])
+                assert isinstance(p, dict)
+                label = "abc"[int(rng.integers(3))]
+                (r,) = await service.trials.label("f", [(p["trial_id"], label)])
+                assert isinstance(r, dict)
+            kept = service.replicas.kept
+            assert (kept.most, kept.hits > 0, len(kept)) == (most, most > 0, 0)
+            states.append(await service.export_state("f"))
+        finally:
+            await service.close()
+            await close(client)
+    assert states[0][0] == 30 and states[0] == states[1]
+
+
 async def test_a_prediction_retried_on_a_worker_of_the_other_form_is_answered(
     either_form: list[ModelService],
 ) -> None:
