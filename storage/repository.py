@@ -818,7 +818,8 @@ class ModelStore:
         """The mistake curve in ``raw``: dashboards poll it while it changes every many
         trials, so the points read last for each model are kept with the curve's mark,
         and Redis sends them again only when the mark moved (``raw`` is then ``b"same"``
-        and ``held`` the points that were marked so)."""
+        and ``held`` the points that were marked so), and then only the points after
+        ``held``'s where those begin the curve (``raw`` is ``[b"+", *points]``)."""
         if not isinstance(mark, bytes) or not mark:
             raise CorruptData(f"model {name!r}: curve: no mark")
         if raw == b"same":
@@ -827,7 +828,12 @@ class ModelStore:
             return held[1]
         if not isinstance(raw, list):
             raise CorruptData(f"model {name!r}: curve: expected a list of points")
-        points = _points(raw, f"model {name!r}: curve")
+        if raw[:1] == [b"+"]:
+            if held is None:
+                raise CorruptData(f"model {name!r}: curve: sent the points after none held")
+            points = held[1] + _points(raw[1:], f"model {name!r}: curve")
+        else:
+            points = _points(raw, f"model {name!r}: curve")
         if len(self._curves) >= CURVES_KEPT:
             self._curves.clear()
         self._curves[name] = (mark, points)

@@ -207,6 +207,39 @@ async def test_a_curve_is_sent_again_only_once_it_moved(store: ModelStore, redis
     assert other.curve == s.curve
 
 
+async def test_a_curve_that_grew_is_sent_from_where_the_reader_left_it(
+    store: ModelStore, redis_url: str
+) -> None:
+    """Points added at the same step after a read: only those are sent, and the curve
+    read is the whole stored one. A curve whose points the reader holds no longer begin
+    it (its last one changed) is sent whole."""
+    inc = await create(store)
+    n = 400
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(n)])
+    await store.sync("m", inc, n, fold(1, [(0, 1, 0, "")] * 300), 0)
+    assert (await store.read_statistics("m", 0)).curve == [(t, t) for t in range(1, 301)]
+    stored = store.keys("m").curve
+    for a, b in ((300, 302), (302, 340)):
+        await store.sync("m", inc, n, fold(a + 1, [(0, 1, 0, "")] * (b - a)), 0)
+        sent = []
+        clients = connect(redis_url)
+        try:  # this store's reader, which holds the curve, then one that holds none
+            for reader in (store, ModelStore(clients, store.prefix)):
+                before = await net_out(store)
+                s = await reader.read_statistics("m", 0)
+                sent.append(await net_out(store) - before)
+                assert s.curve == [(t, t) for t in range(1, b + 1)]
+        finally:
+            await close(clients)
+        assert sent[0] + 3_000 < sent[1], sent  # 300 points and more: over 3 KB
+    raw = await store.client.lrange(stored, 0, -1)
+    assert [tuple(map(int, p.split(b":"))) for p in raw] == s.curve
+    await store.client.lset(stored, 339, b"340:1")  # the reader's last point
+    await store.client.rpush(stored, b"341:2")
+    s = await store.read_statistics("m", 0)
+    assert s.curve == [(t, t) for t in range(1, 340)] + [(340, 1), (341, 2)]
+
+
 async def test_a_model_made_again_is_not_shown_the_curve_of_the_one_before(
     store: ModelStore,
 ) -> None:
