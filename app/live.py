@@ -96,17 +96,27 @@ class Kept:
 
 def _own(x: Attributes | Experts) -> Attributes | Experts:
     """``x`` over arrays of its own: one of a batch's instances views the arrays of the
-    whole batch, which holding it would keep."""
-    arrays = [getattr(x, name) for name in x.__slots__]
-    if all(not isinstance(a, np.ndarray) or a.base is None for a in arrays):
+    whole batch, which holding it would keep. Each copy is read-only, as an instance's
+    arrays are: it is read from bytes of its own (quicker than a copy made read-only)."""
+    if isinstance(x, Experts):
+        e, c, v = x.expert, x.cls, x.value
+        if e.base is None and c.base is None and v.base is None:
+            return x
+        y = Experts.__new__(Experts)
+        y.expert, y.cls, y.value = _copy(e), _copy(c), _copy(v)
+        y.size, y.n_classes, y.low, y.high = x.size, x.n_classes, x.low, x.high
+        return y
+    i, w = x.indices, x.values
+    if i.base is None and w.base is None:
         return x
-    y = type(x).__new__(type(x))
-    for name, a in zip(x.__slots__, arrays, strict=True):
-        if isinstance(a, np.ndarray):
-            a = a.copy()
-            a.flags.writeable = False
-        setattr(y, name, a)
-    return y
+    z = Attributes.__new__(Attributes)
+    z.indices, z.values = _copy(i), _copy(w)
+    z.size, z.low, z.high = x.size, x.low, x.high
+    return z
+
+
+def _copy(a: np.ndarray) -> np.ndarray:
+    return np.frombuffer(a.tobytes(), a.dtype).reshape(a.shape)
 
 
 class StateReplaced(LogGap):

@@ -136,25 +136,43 @@ def test_kept_instances_are_taken_once_and_the_oldest_go_first() -> None:
     assert len(kept) == 1
 
 
-def test_an_instance_of_a_batch_is_kept_without_the_batch() -> None:
+def _group(kind: str) -> tuple[LiveModel, list[Any], Any]:
+    """A model, a group of its instances encoded together (as a group or a batch is),
+    and an instance over arrays of its own."""
+    if kind == "experts":
+        m = LiveModel("m", "inc", FUSION)
+        texts = [orjson.dumps({"e0": "abc"[t % 3], "e1": [0.5, 0.2, 0.3]}) for t in range(50)]
+        many = m.encode_each([RawExperts(text, 0, len(text)) for text in texts])
+        return m, many, m.encode({"experts": {"e0": "a"}})
+    m = LiveModel("m", "inc", CONFIG)
+    many = m.encode_each([{"features": [t % 2, 1, (t // 2) % 2, 0.5]} for t in range(50)])
+    return m, many, live.Attributes([0, 3], [1.0, 0.25])
+
+
+@pytest.mark.parametrize("kind", ["experts", "attributes"])
+def test_an_instance_of_a_batch_is_kept_without_the_batch(kind: str) -> None:
     """One of a batch's instances views the batch's arrays: it is held over copies of
-    its own, read-only and equal, so that holding it does not hold the batch."""
-    m = LiveModel("m", "inc", FUSION)
-    texts = [orjson.dumps({"e0": "abc"[t % 3], "e1": [0.5, 0.2, 0.3]}) for t in range(50)]
-    many = m.encode_each([RawExperts(text, 0, len(text)) for text in texts])  # as a group is
+    its own, read-only and equal, each over memory of its own size, so that holding it
+    does not hold the batch."""
+    _, many, alone = _group(kind)
     x = many[7]
-    assert isinstance(x, live.Experts) and x.expert.base is not None
+    slots = [n for n in x.__slots__ if isinstance(getattr(x, n), np.ndarray)]
+    assert all(getattr(x, n).base is not None for n in slots)
     kept = live.Kept(1 << 20)
     kept.put(b"seven", x)
     got = kept.take(b"seven")
-    assert isinstance(got, live.Experts) and got is not x
-    for name in ("expert", "cls", "value"):
+    assert type(got) is type(x) and got is not x
+    for name in x.__slots__:
         a, b = getattr(got, name), getattr(x, name)
-        assert a.base is None and not a.flags.writeable and not np.shares_memory(a, b)
-        assert a.dtype == b.dtype and np.array_equal(a, b)
-    assert (got.size, got.n_classes, got.low, got.high) == (x.size, x.n_classes, x.low, x.high)
-    alone = m.encode({"experts": {"e0": "a"}})  # over arrays of its own already
-    kept.put(b"alone", alone)
+        if name not in slots:
+            assert a == b
+            continue
+        owner = a if a.base is None else a.base
+        assert memoryview(owner).nbytes == a.nbytes and not np.shares_memory(a, b)
+        assert not a.flags.writeable
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    assert all(getattr(alone, n).base is None for n in slots)  # arrays of its own:
+    kept.put(b"alone", alone)  # held as it is
     assert kept.take(b"alone") is alone
 
 
