@@ -251,9 +251,13 @@ def cache_without(module: str, target: Path) -> None:
         target.mkdir()
         return
     prefix = f"{module}."
-    shutil.copytree(
-        shared, target, ignore=lambda _, names: [n for n in names if n.startswith(prefix)]
-    )
+
+    def left_out(_: str, names: list[str]) -> list[str]:
+        # and the files numba is writing (``<file>.tmp.<id>``, renamed once written),
+        # which another test process may rename while this one copies
+        return [n for n in names if n.startswith(prefix) or ".tmp." in n]
+
+    shutil.copytree(shared, target, ignore=left_out)
 
 
 def cached(cache: Path, module: str) -> list[str]:
