@@ -49,8 +49,9 @@ BATCH_REPLAY = 16  # own learn entries replayed in one compiled call from this m
 RESEND = 1.0  # seconds after which unacknowledged outcomes are reported again
 QUARANTINED, REFUSED = 2, 3  # outcomes beyond 0 (no update) and 1 (updated)
 CHANGED = 4  # the outcome of a change entry: no trial
-# an instance held in memory takes about this many times its stored bytes, those included
-KEPT_FACTOR = 4
+# what holding one instance costs beside its arrays and stored bytes: the instance, its
+# array objects and its place in the table (about 740 bytes for sub-experts, measured)
+KEPT_ENTRY = 768
 # an instance's stored bytes -> the instance they decode to, when held (else None)
 Known = Callable[[bytes], Attributes | Experts | None]
 
@@ -60,55 +61,105 @@ class Kept:
     bytes: the label of one is then applied from the instance in memory, as a learn this
     worker appended is (:meth:`LiveModel.apply_own`), not decoded again from its copy in
     the log. Equal bytes decode to an equal instance, whichever model or worker stored
-    them, so the one held is the one decoding would give. Each is taken once; at most
-    ``most`` bytes are held (counted as :data:`KEPT_FACTOR` times the stored bytes), the
-    oldest dropped first."""
+    them, so the one held is the one decoding would give. Each is taken once; the oldest
+    are dropped first so that at most ``most`` bytes are held.
+
+    An instance of a group or a batch views the arrays of all its instances: it is held
+    as it is, and what it holds is counted as it is retained, each buffer once while any
+    held instance views it (released with the last), beside each instance's stored bytes
+    and :data:`KEPT_ENTRY`. A batch labelled all but one item so keeps the batch's
+    arrays counted. An instance whose buffers alone would not fit is held over copies of
+    its own arrays."""
 
     def __init__(self, most: int) -> None:
         self.most = most
         self.held = 0  # bytes, as counted
         self.hits = 0  # instances taken
         self._by: dict[bytes, Attributes | Experts] = {}
+        # id of a buffer the held instances view -> [the buffer, instances viewing it, bytes]
+        self._buffers: dict[int, list[Any]] = {}
 
     def __len__(self) -> int:
         return len(self._by)
 
     def put(self, data: bytes, x: Attributes | Experts) -> None:
-        """Hold ``x``, stored as ``data`` (over arrays of its own)."""
-        size = KEPT_FACTOR * len(data)
-        if size > self.most or data in self._by:
+        """Hold ``x``, stored as ``data``."""
+        if data in self._by:
             return
-        self._by[data] = _own(x)
-        self.held += size
+        size = len(data) + KEPT_ENTRY
+        buffers = self._buffers
+        owners = _owners(x)
+        new = sum([_nbytes(o) for o in owners if id(o) not in buffers])
+        if size + new > self.most:  # its buffers would not fit: copies of its own arrays
+            x = _own(x)
+            owners = _owners(x)
+            new = sum([_nbytes(o) for o in owners])
+            if size + new > self.most:
+                return
+        for o in owners:
+            held = buffers.get(id(o))
+            if held is None:
+                buffers[id(o)] = [o, 1, _nbytes(o)]
+            else:
+                held[1] += 1
+        self._by[data] = x
+        self.held += size + new
         while self.held > self.most:
-            oldest = next(iter(self._by))
-            del self._by[oldest]
-            self.held -= KEPT_FACTOR * len(oldest)
+            self._drop(next(iter(self._by)))
 
     def take(self, data: bytes) -> Attributes | Experts | None:
         """The instance stored as ``data``, no longer held; None when none is."""
-        x = self._by.pop(data, None)
-        if x is not None:
-            self.held -= KEPT_FACTOR * len(data)
-            self.hits += 1
+        if data not in self._by:
+            return None
+        self.hits += 1
+        return self._drop(data)
+
+    def _drop(self, data: bytes) -> Attributes | Experts:
+        x = self._by.pop(data)
+        freed = len(data) + KEPT_ENTRY
+        for o in _owners(x):
+            held = self._buffers[id(o)]
+            held[1] -= 1
+            if not held[1]:
+                del self._buffers[id(o)]
+                freed += held[2]
+        self.held -= freed
         return x
 
 
+def _owners(x: Attributes | Experts) -> list[Any]:
+    """The objects that hold the memory of ``x``'s arrays, each once: an array that owns
+    its memory, else the array (or bytes) at the end of its bases."""
+    out: list[Any] = []
+    ids: list[int] = []
+    arrays = (x.expert, x.cls, x.value) if isinstance(x, Experts) else (x.indices, x.values)
+    for a in arrays:
+        o = a.base
+        if o is None:
+            o = a
+        else:
+            while type(o) is np.ndarray and o.base is not None:
+                o = o.base
+        if id(o) not in ids:
+            ids.append(id(o))
+            out.append(o)
+    return out
+
+
+def _nbytes(o: Any) -> int:
+    return o.nbytes if isinstance(o, np.ndarray) else memoryview(o).nbytes
+
+
 def _own(x: Attributes | Experts) -> Attributes | Experts:
-    """``x`` over arrays of its own: one of a batch's instances views the arrays of the
-    whole batch, which holding it would keep. Each copy is read-only, as an instance's
-    arrays are: it is read from bytes of its own (quicker than a copy made read-only)."""
+    """``x`` over arrays of its own, read-only as an instance's arrays are (each read
+    from bytes of its own: quicker than a copy made read-only)."""
     if isinstance(x, Experts):
         e, c, v = x.expert, x.cls, x.value
-        if e.base is None and c.base is None and v.base is None:
-            return x
         y = Experts.__new__(Experts)
         y.expert, y.cls, y.value = _copy(e), _copy(c), _copy(v)
         y.size, y.n_classes, y.low, y.high = x.size, x.n_classes, x.low, x.high
         return y
     i, w = x.indices, x.values
-    if i.base is None and w.base is None:
-        return x
     z = Attributes.__new__(Attributes)
     z.indices, z.values = _copy(i), _copy(w)
     z.size, z.low, z.high = x.size, x.low, x.high

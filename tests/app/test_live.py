@@ -122,18 +122,24 @@ def test_a_run_learned_in_one_compiled_call_keeps_the_outcomes_one_by_one_keeps(
     assert any(not a.updated for a in together.recent.values())
 
 
+def _arrays(x: Any) -> list[np.ndarray]:
+    return [getattr(x, n) for n in x.__slots__ if isinstance(getattr(x, n), np.ndarray)]
+
+
 def test_kept_instances_are_taken_once_and_the_oldest_go_first() -> None:
-    m = LiveModel("m", "inc", FUSION)
-    xs = [m.encode({"experts": {"e0": "a", "e1": "abc"[t % 3]}}) for t in range(3)]
+    xs = [live.Attributes([0, t + 1], [1.0, 0.5]) for t in range(3)]
+    assert all(a.base is None for x in xs for a in _arrays(x))  # arrays of their own
     data = [bytes([t]) * 32 for t in range(3)]  # as if each were stored so
-    kept = live.Kept(most=live.KEPT_FACTOR * (len(data[0]) + len(data[1])))
+    cost = len(data[0]) + live.KEPT_ENTRY + sum(a.nbytes for a in _arrays(xs[0]))
+    kept = live.Kept(most=2 * cost)
     for d, x in zip(data, xs, strict=True):
         kept.put(d, x)
     assert len(kept) == 2 and kept.take(data[0]) is None  # the oldest made room
     assert kept.take(data[2]) is xs[2] and kept.take(data[2]) is None  # taken once
-    assert kept.hits == 1 and kept.held == live.KEPT_FACTOR * len(data[1])
+    assert kept.hits == 1 and kept.held == cost
     kept.put(b"x" * kept.most, xs[0])  # beyond what it holds at all: not held
     assert len(kept) == 1
+    assert kept.take(data[1]) is xs[1] and kept.held == 0
 
 
 def _group(kind: str) -> tuple[LiveModel, list[Any], Any]:
@@ -150,16 +156,49 @@ def _group(kind: str) -> tuple[LiveModel, list[Any], Any]:
 
 
 @pytest.mark.parametrize("kind", ["experts", "attributes"])
-def test_an_instance_of_a_batch_is_kept_without_the_batch(kind: str) -> None:
-    """One of a batch's instances views the batch's arrays: it is held over copies of
-    its own, read-only and equal, each over memory of its own size, so that holding it
-    does not hold the batch."""
+def test_a_batch_is_counted_while_any_of_its_instances_is_kept(kind: str) -> None:
+    """A batch's instances view the batch's arrays and are held as they are: the arrays
+    are counted once, beside each instance, until the last instance goes. A batch
+    labelled all but one item so stays counted whole, and the oldest batch gives way
+    whole to a newer one."""
+    _, many, _ = _group(kind)
+    assert all(a.base is not None for x in many for a in _arrays(x))
+    data = [b"%d" % t * 20 for t in range(len(many))]
+    entries = sum(len(d) + live.KEPT_ENTRY for d in data)
+    kept = live.Kept(1 << 30)
+    for d, x in zip(data, many, strict=True):
+        kept.put(d, x)
+    shared = kept.held - entries  # the batch's arrays
+    assert shared >= sum(a.nbytes for x in many for a in _arrays(x))
+    for d, x in zip(data[:-1], many[:-1], strict=True):
+        assert kept.take(d) is x  # the instance itself, not a copy
+    assert kept.held == len(data[-1]) + live.KEPT_ENTRY + shared
+    assert kept.take(data[-1]) is many[-1] and kept.held == 0
+    # room for one batch: a second one's instances push the first's out, all of them
+    kept = live.Kept(entries + shared)
+    _, newer, _ = _group(kind)
+    for d, x in zip(data, many, strict=True):
+        kept.put(d, x)
+    later = [b"n" + d[1:] for d in data]  # as long
+    for d, x in zip(later, newer, strict=True):
+        kept.put(d, x)
+        assert kept.held <= kept.most
+    assert all(kept.take(d) is None for d in data)
+    assert all(kept.take(d) is x for d, x in zip(later, newer, strict=True))
+
+
+@pytest.mark.parametrize("kind", ["experts", "attributes"])
+def test_an_instance_whose_batch_would_not_fit_is_kept_over_arrays_of_its_own(kind: str) -> None:
+    """Where the batch's arrays alone exceed the bound, one of its instances is held
+    over copies of its own, read-only and equal, each over memory of its own size."""
     _, many, alone = _group(kind)
     x = many[7]
     slots = [n for n in x.__slots__ if isinstance(getattr(x, n), np.ndarray)]
     assert all(getattr(x, n).base is not None for n in slots)
-    kept = live.Kept(1 << 20)
+    own = sum(a.nbytes for a in _arrays(x))
+    kept = live.Kept(len(b"seven") + live.KEPT_ENTRY + own)
     kept.put(b"seven", x)
+    assert kept.held == kept.most
     got = kept.take(b"seven")
     assert type(got) is type(x) and got is not x
     for name in x.__slots__:
@@ -172,8 +211,9 @@ def test_an_instance_of_a_batch_is_kept_without_the_batch(kind: str) -> None:
         assert not a.flags.writeable
         assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
     assert all(getattr(alone, n).base is None for n in slots)  # arrays of its own:
+    kept = live.Kept(1 << 20)
     kept.put(b"alone", alone)  # held as it is
-    assert kept.take(b"alone") is alone
+    assert kept.take(b"alone") is alone and kept.held == 0
 
 
 def test_a_kept_instance_the_model_cannot_take_is_refused_as_its_decoding_is() -> None:
