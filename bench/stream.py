@@ -14,7 +14,11 @@ is idle (``service.quiet``). Figures:
 
 * per form, ``stream_trials_per_second_<form>``, ``ws_echo_messages_per_second_<form>``
   and ``stream_vs_ws_echo_<form>`` (targets: bare labels >= 0.5, lists and mappings >= 0.4);
-* ``vote_forms_vs_bare_labels``: the slowest form's trials/s over bare labels' (>= 0.8);
+* per form, ``batch_trials_per_second_<form>``: the same trials through ``learn/batch``
+  (REST, 1,000 items per request, two clients);
+* ``vote_forms_vs_bare_labels_stream`` and ``_batch``: the slowest form's trials/s over
+  bare labels', over the stream and in REST batches, and ``vote_forms_vs_bare_labels``,
+  the lower of the two (each >= 0.8);
 * ``stats_p50_ms``/``stats_p99_ms``: ``GET /v1/models/{name}/stats`` polled back to back
   while a model takes 1,000 trials/s over another WebSocket (target p99 <= 5 ms);
 * ``stream_trials_per_second``: bare labels, the figure of earlier runs (>= 10,000);
@@ -59,7 +63,11 @@ TARGETS = {
     "stream_vs_ws_echo_score_mappings": (">=", 0.4),
     "stream_vs_ws_echo": (">=", 0.4),
     "vote_forms_vs_bare_labels": (">=", 0.8),
+    "vote_forms_vs_bare_labels_stream": (">=", 0.8),
+    "vote_forms_vs_bare_labels_batch": (">=", 0.8),
 }
+BATCH_ITEMS = 1_000  # items per learn/batch request
+BATCH_CLIENTS = 2
 BENCH_DIR = Path(__file__).resolve().parent
 
 
@@ -80,6 +88,40 @@ def messages(n: int, seed: int, form: str = "bare_labels") -> list[bytes]:
         msg = {"op": "learn", "id": i, "instance": {"experts": votes}, "label": LABELS[int(y)]}
         out.append(orjson.dumps(msg))
     return out
+
+
+def batches(messages: list[bytes], items: int) -> list[bytes]:
+    """The learns of ``messages`` as ``learn/batch`` bodies of ``items`` items each."""
+    trials = []
+    for m in messages:
+        doc = orjson.loads(m)
+        trials.append(orjson.dumps({"instance": doc["instance"], "label": doc["label"]}))
+    return [
+        b'{"items":[%s]}' % b",".join(trials[i : i + items]) for i in range(0, len(trials), items)
+    ]
+
+
+async def _post_batches(url: str, bodies: list[bytes], clients: int) -> float:
+    """Post ``bodies`` from ``clients`` concurrent clients, each taking the next body
+    when its last is answered; returns the seconds from the first to the last answer."""
+    todo = iter(bodies)
+    headers = {"content-type": "application/json"}
+
+    async def client(http: httpx.AsyncClient) -> None:
+        for body in todo:
+            r = await http.post(url, content=body, headers=headers)
+            r.raise_for_status()
+            if b'"error":{' in r.content:
+                raise RuntimeError(f"batch error: {r.text[:500]}")
+
+    async with httpx.AsyncClient(timeout=120) as http:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(http) for _ in range(clients)))
+        return time.perf_counter() - start
+
+
+def post_batches(url: str, bodies: list[bytes], clients: int = BATCH_CLIENTS) -> float:
+    return asyncio.run(_post_batches(url, bodies, clients))
 
 
 async def _pump(url: str, msgs: list[bytes], window: int, rate: float | None) -> float:
@@ -169,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         ws = server.url.replace("http://", "ws://")
         ws_echo = echo.url.replace("http://", "ws://")
         with httpx.Client(base_url=server.url, timeout=30) as http:
-            for name in ("live", *FORMS):
+            for name in ("live", *FORMS, *(f"batch_{form}" for form in FORMS)):
                 body = {
                     "name": name.replace("_", "-"),
                     "labels": LABELS,
@@ -180,10 +222,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(2) as pool:
             msgs = {form: messages(args.trials, 2, form) for form in FORMS}
+            bodies = {form: batches(msgs[form], BATCH_ITEMS) for form in FORMS}
             for form in FORMS:  # warm both: the learner's kernels, each form's code
                 path = f"/v1/models/{form.replace('_', '-')}/stream"
                 for base in (ws, ws_echo):
                     pool.apply(pump, (base + path, messages(500, 1, form), args.window))
+                url = f"{server.url}/v1/models/batch-{form.replace('_', '-')}/learn/batch"
+                pool.apply(post_batches, (url, batches(messages(500, 1, form), 250)))
             for r in range(args.rounds):
                 for form in FORMS:
                     path = f"/v1/models/{form.replace('_', '-')}/stream"
@@ -192,6 +237,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         quiet(patience=0.0 if args.quick else 15.0)
                         seconds = pool.apply(pump, (base + path, msgs[form], args.window))
                         rates.setdefault(f"{side}_{form}", []).append(args.trials / seconds)
+                    quiet(patience=0.0 if args.quick else 15.0)
+                    url = f"{server.url}/v1/models/batch-{form.replace('_', '-')}/learn/batch"
+                    seconds = pool.apply(post_batches, (url, bodies[form]))
+                    rates.setdefault(f"batch_{form}", []).append(args.trials / seconds)
             load = pool.apply_async(
                 pump,
                 (
@@ -214,8 +263,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(line(f"ws_echo_messages_per_second_{form}", best[theirs], rates[theirs]))
         ratios[form] = best[ours] / best[theirs]
         print(line(f"stream_vs_ws_echo_{form}", ratios[form]))
+    for form in FORMS:
+        print(
+            line(f"batch_trials_per_second_{form}", best[f"batch_{form}"], rates[f"batch_{form}"])
+        )
+    forms = {
+        way: min(best[f"{way}_{f}"] for f in FORMS) / best[f"{way}_bare_labels"]
+        for way in ("stream", "batch")
+    }
+    for way, ratio in forms.items():
+        print(line(f"vote_forms_vs_bare_labels_{way}", ratio))
+    print(line("vote_forms_vs_bare_labels", min(forms.values())))
     bare = best["stream_bare_labels"]
-    print(line("vote_forms_vs_bare_labels", min(best[f"stream_{f}"] for f in FORMS) / bare))
     print(line("stats_requests", len(latencies)))
     print(line("stats_p50_ms", float(p50)))
     print(line("stats_p99_ms", float(p99)))

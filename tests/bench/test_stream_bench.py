@@ -1,6 +1,6 @@
 """The stream benchmark runs end to end: the service's stream and the WebSocket echo peer
-on every vote form in the same run, every figure printed, the headline ratio last. Only
-the format is asserted, never the figures."""
+on every vote form in the same run, and the same trials in REST batches, every figure
+printed, the headline ratio last. Only the format is asserted, never the figures."""
 
 import math
 import re
@@ -18,6 +18,9 @@ EXPECTED = [
             f"stream_vs_ws_echo_{form}",
         )
     ),
+    *(f"batch_trials_per_second_{form}" for form in FORMS),
+    "vote_forms_vs_bare_labels_stream",
+    "vote_forms_vs_bare_labels_batch",
     "vote_forms_vs_bare_labels",
     "stats_requests",
     "stats_p50_ms",
@@ -40,6 +43,6 @@ def test_the_stream_and_its_echo_peer_are_measured_on_every_vote_form() -> None:
         assert m is not None
         assert math.isfinite(float(m[2])) and float(m[2]) > 0, m[0]
         assert (m[4] is not None) == (
-            m[1].startswith("stream_vs")
-            or m[1] in ("vote_forms_vs_bare_labels", "stats_p99_ms", "stream_trials_per_second")
+            m[1].startswith(("stream_vs", "vote_forms_vs"))
+            or m[1] in ("stats_p99_ms", "stream_trials_per_second")
         ), m[0]
