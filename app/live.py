@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -75,7 +76,9 @@ class Kept:
         self.most = most
         self.held = 0  # bytes, as counted
         self.hits = 0  # instances taken
-        self._by: dict[bytes, Attributes | Experts] = {}
+        # in the order put: the oldest leaves at O(1) (a dict's first key is found by
+        # walking past every slot emptied since it last grew)
+        self._by: OrderedDict[bytes, Attributes | Experts] = OrderedDict()
         # id of a buffer the held instances view -> [the buffer, instances viewing it, bytes]
         self._buffers: dict[int, list[Any]] = {}
 
@@ -105,17 +108,18 @@ class Kept:
         self._by[data] = x
         self.held += size + new
         while self.held > self.most:
-            self._drop(next(iter(self._by)))
+            self._release(*self._by.popitem(last=False))
 
     def take(self, data: bytes) -> Attributes | Experts | None:
         """The instance stored as ``data``, no longer held; None when none is."""
-        if data not in self._by:
-            return None
-        self.hits += 1
-        return self._drop(data)
+        x = self._by.pop(data, None)
+        if x is not None:
+            self.hits += 1
+            self._release(data, x)
+        return x
 
-    def _drop(self, data: bytes) -> Attributes | Experts:
-        x = self._by.pop(data)
+    def _release(self, data: bytes, x: Attributes | Experts) -> None:
+        """Count ``x``, stored as ``data``, no longer held."""
         freed = len(data) + KEPT_ENTRY
         for o in _owners(x):
             held = self._buffers[id(o)]
@@ -124,7 +128,6 @@ class Kept:
                 del self._buffers[id(o)]
                 freed += held[2]
         self.held -= freed
-        return x
 
 
 def _owners(x: Attributes | Experts) -> list[Any]:
