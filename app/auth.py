@@ -122,11 +122,13 @@ class Keyring:
         self.version = version
         self.loaded_at = time.monotonic()
 
-    async def watch(self) -> None:
-        """Re-read the table whenever its version moves, for as long as the worker runs
-        (a Redis outage is logged once, when it starts, and once when it ends)."""
+    async def watch(self, stop: asyncio.Event) -> None:
+        """Re-read the table whenever its version moves, until ``stop`` is set (a Redis
+        outage is logged once, when it starts, and once when it ends). It stops between
+        reads: redis-py's client can leave a task cancelled in the middle of a command
+        waiting forever, and a worker would then never finish stopping."""
         failing = False
-        while True:
+        while not stop.is_set():
             try:
                 if not self.ready or await self.store.version() != self.version:
                     await self.reload()
@@ -137,7 +139,7 @@ class Keyring:
                 if not failing:
                     log.warning("reading the API keys failed (keeping the last ones): %s", e)
                 failing = True
-            await asyncio.sleep(REFRESH)
+            await _until(stop, REFRESH)
 
     async def find(self, secret: str) -> ApiKey | None:
         """The key whose secret this is, or None."""
@@ -154,6 +156,13 @@ class Keyring:
         """Whether ``key`` is still valid (not revoked)."""
         now = self.by_id.get(key.id)
         return now is not None and now.digest == key.digest
+
+
+async def _until(stop: asyncio.Event, seconds: float) -> None:
+    """Wait ``seconds``, or less if ``stop`` is set meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await stop.wait()
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +246,7 @@ class Auth:
         self.keyring = Keyring(store)
         self.limiter = Limiter(store, settings)
         self._watch: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
         self._denied = (0, 0)  # (second, entries written in it)
         self.denied_unlogged = 0  # denied requests beyond DENIED_PER_SECOND, not yet noted
 
@@ -255,20 +265,21 @@ class Auth:
             await self.store.bootstrap(self.settings.admin_key)
 
     async def _run(self) -> None:
-        while not self.keyring.ready:
+        while not self.keyring.ready and not self._stop.is_set():
             try:
                 await self._bootstrap()
                 await self.keyring.reload()
             except StorageError as e:
                 log.warning("reading the API keys failed: %s", e)
-                await asyncio.sleep(REFRESH)
-        await self.keyring.watch()
+                await _until(self._stop, REFRESH)
+        await self.keyring.watch(self._stop)
 
     async def close(self) -> None:
+        """Stop watching the key table: asked, not cancelled (see :meth:`Keyring.watch`);
+        the read in flight, if any, is let finish."""
+        self._stop.set()
         if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+            await self._watch
 
     def admit_trials(self, key: ApiKey) -> Admit:
         """What a trial call runs with its item count before applying them."""
