@@ -27,6 +27,7 @@ from typing import Any
 
 from app.config import Settings
 from app.errors import BadInput
+from app.waiting import until
 from storage.auth import ApiKey, AuthStore, ceil_seconds, digest
 from storage.errors import RateLimited, StorageError
 
@@ -124,9 +125,8 @@ class Keyring:
 
     async def watch(self, stop: asyncio.Event) -> None:
         """Re-read the table whenever its version moves, until ``stop`` is set (a Redis
-        outage is logged once, when it starts, and once when it ends). It stops between
-        reads: redis-py's client can leave a task cancelled in the middle of a command
-        waiting forever, and a worker would then never finish stopping."""
+        outage is logged once, when it starts, and once when it ends): between reads,
+        never in the middle of one (see :mod:`app.waiting`)."""
         failing = False
         while not stop.is_set():
             try:
@@ -139,7 +139,7 @@ class Keyring:
                 if not failing:
                     log.warning("reading the API keys failed (keeping the last ones): %s", e)
                 failing = True
-            await _until(stop, REFRESH)
+            await until(stop, REFRESH)
 
     async def find(self, secret: str) -> ApiKey | None:
         """The key whose secret this is, or None."""
@@ -156,13 +156,6 @@ class Keyring:
         """Whether ``key`` is still valid (not revoked)."""
         now = self.by_id.get(key.id)
         return now is not None and now.digest == key.digest
-
-
-async def _until(stop: asyncio.Event, seconds: float) -> None:
-    """Wait ``seconds``, or less if ``stop`` is set meanwhile."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await stop.wait()
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +264,7 @@ class Auth:
                 await self.keyring.reload()
             except StorageError as e:
                 log.warning("reading the API keys failed: %s", e)
-                await _until(self._stop, REFRESH)
+                await until(self._stop, REFRESH)
         await self.keyring.watch(self._stop)
 
     async def close(self) -> None:

@@ -31,6 +31,7 @@ from app.jobs import Backtests
 from app.live import LiveModel, LogRange, Start, build_model, plan_model
 from app.replicas import LIMIT, Replicas, Warming
 from app.trials import TrialCalls
+from app.waiting import until
 from models.core.state import InvalidState
 from storage.codec import MAX_CHANGE
 from storage.errors import Conflict, ModelNotFound, StorageError
@@ -88,19 +89,25 @@ class ModelService:
         )
         self.streams = 0  # open WebSocket streams
         self._stats: Gathers[str, None, Statistics] = Gathers()
+        self._stop = asyncio.Event()
+        self._sweeping: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Start the background work a worker does while it serves."""
-        self.replicas.spawn(self._sweep_forever())
+        self._sweeping = asyncio.ensure_future(self._sweep_forever())
 
     async def close(self) -> None:
-        """Stop the background work."""
+        """Stop the background work: the sweep after its round in flight, if any (see
+        :mod:`app.waiting`), the rest cancelled."""
+        self._stop.set()
+        if self._sweeping is not None:
+            await self._sweeping
         await self.replicas.close()
 
     async def _sweep_forever(self) -> None:
-        while True:
+        while not self._stop.is_set():
             await self._sweep()
-            await asyncio.sleep(SWEEP_EVERY)
+            await until(self._stop, SWEEP_EVERY)
 
     async def _sweep(self) -> None:
         try:
