@@ -101,7 +101,10 @@ class ModelService:
         :mod:`app.waiting`), the rest cancelled."""
         self._stop.set()
         if self._sweeping is not None:
-            await self._sweeping
+            try:
+                await self._sweeping
+            except Exception:
+                log.exception("the sweep of deleted models had stopped on an error")
         await self.replicas.close()
 
     async def _sweep_forever(self) -> None:
