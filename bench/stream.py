@@ -223,12 +223,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         with ctx.Pool(2) as pool:
             msgs = {form: messages(args.trials, 2, form) for form in FORMS}
             bodies = {form: batches(msgs[form], BATCH_ITEMS) for form in FORMS}
+            batch_urls = {
+                form: f"{server.url}/v1/models/batch-{form.replace('_', '-')}/learn/batch"
+                for form in FORMS
+            }
             for form in FORMS:  # warm both: the learner's kernels, each form's code
                 path = f"/v1/models/{form.replace('_', '-')}/stream"
                 for base in (ws, ws_echo):
                     pool.apply(pump, (base + path, messages(500, 1, form), args.window))
-                url = f"{server.url}/v1/models/batch-{form.replace('_', '-')}/learn/batch"
-                pool.apply(post_batches, (url, batches(messages(500, 1, form), 250)))
+                pool.apply(post_batches, (batch_urls[form], batches(messages(500, 1, form), 250)))
             for r in range(args.rounds):
                 for form in FORMS:
                     path = f"/v1/models/{form.replace('_', '-')}/stream"
@@ -238,8 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         seconds = pool.apply(pump, (base + path, msgs[form], args.window))
                         rates.setdefault(f"{side}_{form}", []).append(args.trials / seconds)
                     quiet(patience=0.0 if args.quick else 15.0)
-                    url = f"{server.url}/v1/models/batch-{form.replace('_', '-')}/learn/batch"
-                    seconds = pool.apply(post_batches, (url, bodies[form]))
+                    seconds = pool.apply(post_batches, (batch_urls[form], bodies[form]))
                     rates.setdefault(f"batch_{form}", []).append(args.trials / seconds)
             load = pool.apply_async(
                 pump,
