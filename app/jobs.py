@@ -36,6 +36,7 @@ CHUNK = 2_048  # log entries read per step
 SAVE_EVERY = 0.5  # seconds between writes of a running job's progress
 SILENT_MS = 120_000  # a running job not written for this long lost its worker
 MAX_SPECS = MAX_JOB_BYTES // 4  # bytes of candidate specs a job keeps
+STOPPED = "the worker running it stopped"
 
 Starts = Callable[[str], Awaitable[tuple[StoredModel, list[Start], LogRange]]]
 StateAt = Callable[..., Awaitable[LiveModel]]
@@ -65,9 +66,11 @@ class Backtests:
         starts: Starts,
         state_at: StateAt,
         spawn: Callable[[Awaitable[None]], None],
+        stopping: asyncio.Event,
     ) -> None:
         self.store, self.jobs, self.settings, self.limits = store, jobs, settings, limits
         self._starts, self._state_at, self._spawn = starts, state_at, spawn
+        self._stopping = stopping  # set when the worker stops: its jobs end at their next step
         self.running = 0
 
     async def start(
@@ -243,7 +246,7 @@ class Backtests:
             replay = Replay(runs, plan.from_version, plan.to, plan.points)
             await self._replay(doc, replay, name, plan.train_from, began)
         except asyncio.CancelledError:
-            doc["status"], doc["error"] = "failed", "the worker running it stopped"
+            doc["status"], doc["error"] = "failed", STOPPED
             raise
         except (StorageError, LogGap, BadInput) as e:
             doc["status"], doc["error"] = "failed", str(e) or type(e).__name__
@@ -283,6 +286,9 @@ class Backtests:
                 replay.reset(reset, await self._rebuilt(name, reset))
             if final:
                 doc["status"] = "done"
+                return
+            if self._stopping.is_set():
+                doc["status"], doc["error"] = "failed", STOPPED
                 return
             if await self.jobs.stopping(doc["id"]):  # a request to stop is taken at once
                 doc["status"], doc["error"] = "cancelled", "cancelled on request"

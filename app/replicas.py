@@ -22,6 +22,7 @@ from app.config import Settings
 from app.errors import BadInput
 from app.live import RESEND, Kept, LiveModel, StateReplaced
 from app.summary import summarize
+from app.waiting import until
 from models.core.instance import Attributes, Experts
 from storage.errors import CorruptData, ModelNotFound
 from storage.repository import LogGap, ModelStore, Sync
@@ -46,6 +47,7 @@ LIMIT = 2_000  # log entries read per call when catching up
 TRIAL_LIMIT = 128
 FLUSH_DELAY = 0.05  # seconds before outcomes of an idle model are folded
 SUMMARY_EVERY = 0.5  # seconds between a worker's summaries of one model
+GRACE = 5.0  # seconds a stopping worker lets its background tasks finish
 
 
 class Replicas:
@@ -66,8 +68,17 @@ class Replicas:
         self._clock = 0  # counts uses, for evicting the least recently used model
         # the instances of the predictions this worker stored, for their labels
         self.kept = Kept(settings.kept_bytes)
+        # set when the worker stops: background tasks end at their next pause
+        self.stopping = asyncio.Event()
 
     async def close(self) -> None:
+        """Stop the background tasks: asked first (see :mod:`app.waiting`), so that a
+        fold or a snapshot in flight completes and a pending fold goes at once; only
+        those still running after :data:`GRACE` seconds are cancelled."""
+        self.stopping.set()
+        deadline = time.monotonic() + GRACE
+        while self._tasks and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(list(self._tasks), timeout=left)
         for t in list(self._tasks):
             t.cancel()
         for t in list(self._tasks):
@@ -214,7 +225,7 @@ class Replicas:
     # -- background work ----------------------------------------------------------------
 
     def spawn(self, coro: Awaitable[None]) -> None:
-        """Run ``coro`` in the background until it ends or :meth:`close` cancels it."""
+        """Run ``coro`` in the background until it ends; :meth:`close` waits for it."""
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -246,7 +257,7 @@ class Replicas:
     async def _flush(self, m: LiveModel) -> None:
         """Fold outcomes and publish the summary until both are up to date."""
         try:
-            await asyncio.sleep(FLUSH_DELAY)
+            await until(self.stopping, FLUSH_DELAY)
             stuck = 0
             while True:
                 if m.unfolded:
@@ -257,15 +268,15 @@ class Replicas:
                         if stuck > 3:
                             log.warning("model %s: outcomes after %d do not fold", m.name, before)
                             return
-                        await asyncio.sleep(RESEND)
+                        await until(self.stopping, RESEND)
                         continue
                 if m.summary_version == m.version:
                     if not m.unfolded:
                         return
                     continue
                 wait = m.summary_at + SUMMARY_EVERY - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                if wait > 0 and not self.stopping.is_set():
+                    await until(self.stopping, wait)
                     continue
                 m.summary_at, version = time.monotonic(), m.version
                 doc = orjson.dumps(summarize(m))

@@ -86,6 +86,7 @@ class ModelService:
             self.starts,
             self.state_at,
             self.replicas.spawn,
+            self.replicas.stopping,
         )
         self.streams = 0  # open WebSocket streams
         self._stats: Gathers[str, None, Statistics] = Gathers()
@@ -98,7 +99,7 @@ class ModelService:
 
     async def close(self) -> None:
         """Stop the background work: the sweep after its round in flight, if any (see
-        :mod:`app.waiting`), the rest cancelled."""
+        :mod:`app.waiting`), then the replicas' tasks (:meth:`Replicas.close`)."""
         self._stop.set()
         if self._sweeping is not None:
             try:
