@@ -78,7 +78,8 @@ class Kept:
         self.hits = 0  # instances taken
         # in the order put: the oldest leaves at O(1) (a dict's first key is found by
         # walking past every slot emptied since it last grew)
-        self._by: OrderedDict[bytes, Attributes | Experts] = OrderedDict()
+        # each with the buffers it views
+        self._by: OrderedDict[bytes, tuple[Attributes | Experts, list[Any]]] = OrderedDict()
         # id of a buffer the held instances view -> [the buffer, instances viewing it, bytes]
         self._buffers: dict[int, list[Any]] = {}
 
@@ -87,11 +88,26 @@ class Kept:
 
     def put(self, data: bytes, x: Attributes | Experts) -> None:
         """Hold ``x``, stored as ``data``."""
-        if data in self._by:
-            return
+        self.put_many(((data, x),))
+
+    def put_many(self, pairs: Iterable[tuple[bytes, Attributes | Experts]]) -> None:
+        """Hold each instance, stored as the bytes beside it: those of one group or batch
+        view the same buffers, found once."""
+        found: dict[tuple[int, ...], list[Any]] = {}
+        for data, x in pairs:
+            if data in self._by:
+                continue
+            views = _views(x)
+            owners = found.get(views) if views else None
+            if owners is None:
+                owners = _owners(x)
+                if views:
+                    found[views] = owners
+            self._put(data, x, owners)
+
+    def _put(self, data: bytes, x: Attributes | Experts, owners: list[Any]) -> None:
         size = len(data) + KEPT_ENTRY
         buffers = self._buffers
-        owners = _owners(x)
         new = sum([_nbytes(o) for o in owners if id(o) not in buffers])
         if size + new > self.most:  # its buffers would not fit: copies of its own arrays
             x = _own(x)
@@ -105,29 +121,39 @@ class Kept:
                 buffers[id(o)] = [o, 1, _nbytes(o)]
             else:
                 held[1] += 1
-        self._by[data] = x
+        self._by[data] = (x, owners)
         self.held += size + new
         while self.held > self.most:
             self._release(*self._by.popitem(last=False))
 
     def take(self, data: bytes) -> Attributes | Experts | None:
         """The instance stored as ``data``, no longer held; None when none is."""
-        x = self._by.pop(data, None)
-        if x is not None:
-            self.hits += 1
-            self._release(data, x)
-        return x
+        got = self._by.pop(data, None)
+        if got is None:
+            return None
+        self.hits += 1
+        self._release(data, got)
+        return got[0]
 
-    def _release(self, data: bytes, x: Attributes | Experts) -> None:
-        """Count ``x``, stored as ``data``, no longer held."""
+    def _release(self, data: bytes, held: tuple[Attributes | Experts, list[Any]]) -> None:
+        """Count an instance stored as ``data``, with the buffers it views, no longer held."""
         freed = len(data) + KEPT_ENTRY
-        for o in _owners(x):
-            held = self._buffers[id(o)]
-            held[1] -= 1
-            if not held[1]:
-                del self._buffers[id(o)]
-                freed += held[2]
+        buffers = self._buffers
+        for o in held[1]:
+            b = buffers[id(o)]
+            b[1] -= 1
+            if not b[1]:
+                del buffers[id(o)]
+                freed += b[2]
         self.held -= freed
+
+
+def _views(x: Attributes | Experts) -> tuple[int, ...] | None:
+    """What ``x``'s arrays view, as ids: instances alike in it have the same owners (None
+    when an array owns its memory)."""
+    arrays = (x.expert, x.cls, x.value) if isinstance(x, Experts) else (x.indices, x.values)
+    bases = tuple([id(a.base) for a in arrays if a.base is not None])
+    return bases if len(bases) == len(arrays) else None
 
 
 def _owners(x: Attributes | Experts) -> list[Any]:

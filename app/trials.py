@@ -217,11 +217,12 @@ class TrialCalls:
                 continue
             if attempt < 3 and self._in_other_form(todo, results, encoded, other_form, rows):
                 continue  # a retry, pending as another worker kept it: ask again
-            kept = self.replicas.kept
+            stored = []
             for (i, x), (c, s), r, data in zip(todo, made, results, encoded, strict=True):
                 out[i] = self._stored(m, ids[i], c, s, known, r.status, r)
                 if r.status == "ok":  # stored as ``data``: its label takes it from memory
-                    kept.put(data, x)
+                    stored.append((data, x))
+            self.replicas.kept.put_many(stored)
             return out
         raise AssertionError("unreachable")
 

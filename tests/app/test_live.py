@@ -188,6 +188,27 @@ def test_a_batch_is_counted_while_any_of_its_instances_is_kept(kind: str) -> Non
 
 
 @pytest.mark.parametrize("kind", ["experts", "attributes"])
+def test_instances_put_together_are_counted_as_put_one_by_one(kind: str) -> None:
+    """A group's instances are put together, their buffers found once for all: two
+    batches' instances interleaved, and one over arrays of its own, are counted as put
+    one at a time, at every take, until nothing is held."""
+    _, many, alone = _group(kind)
+    _, newer, _ = _group(kind)
+    xs = [x for pair in zip(many, newer, strict=True) for x in pair] + [alone]
+    data = [b"%d." % t * 8 for t in range(len(xs))]
+    apart, together = live.Kept(1 << 30), live.Kept(1 << 30)
+    for d, x in zip(data, xs, strict=True):
+        apart.put(d, x)
+    together.put_many(zip(data, xs, strict=True))
+    assert together.held == apart.held and len(together) == len(apart) == len(xs)
+    order = np.random.default_rng(5).permutation(len(xs))
+    for i in order:
+        assert together.take(data[i]) is apart.take(data[i]) is xs[i]
+        assert together.held == apart.held
+    assert together.held == 0
+
+
+@pytest.mark.parametrize("kind", ["experts", "attributes"])
 def test_an_instance_whose_batch_would_not_fit_is_kept_over_arrays_of_its_own(kind: str) -> None:
     """Where the batch's arrays alone exceed the bound, one of its instances is held
     over copies of its own, read-only and equal, each over memory of its own size."""
