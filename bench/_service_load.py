@@ -88,6 +88,8 @@ class Result:
     first_error: str
     cpu: dict[str, float]  # "generator", each watched name, "others" -> CPU seconds in window
     background_rate: float = 0.0  # background requests answered per second in the window
+    # share of the window in which some runnable process waited for a core (NaN unknown)
+    cpu_wait: float = math.nan
 
     @property
     def rate(self) -> float:
@@ -104,6 +106,17 @@ def busy_seconds() -> float:
     with open("/proc/stat", "rb") as f:
         ticks = [int(v) for v in f.readline().split()[1:]]
     return (sum(ticks[:8]) - ticks[3] - ticks[4]) / CLK_TCK  # less idle and iowait
+
+
+def cpu_wait_seconds() -> float:
+    """Seconds so far in which some runnable process waited for a core: the kernel's CPU
+    pressure (``/proc/pressure/cpu``, ``some``); NaN where the kernel does not tell."""
+    try:
+        with open("/proc/pressure/cpu", "rb") as f:
+            some = f.readline().split()
+    except OSError:
+        return math.nan
+    return int(some[-1].split(b"=")[1]) / 1e6
 
 
 def cpu_seconds(pid: int) -> float:
@@ -135,6 +148,7 @@ class _Load:
         self.counted = 0  # requests of a counted plan sent after the warm-up
         self.closed = asyncio.Event()  # set when the window closes
         self.background = 0  # background requests answered inside the window
+        self.wait = math.nan  # share of the window some process waited for a core
         self.finished = False  # the measured clients are done: the background stops
         self.cpu: dict[str, float] = {}
 
@@ -188,6 +202,8 @@ class _Load:
                 for name, pid in names.items()
             }
             got["all"] = busy_seconds()
+            got["wait"] = cpu_wait_seconds()
+            got["at"] = time.perf_counter()
             return got
 
         await asyncio.sleep(max(0.0, self.window[0] - time.perf_counter()))
@@ -197,6 +213,7 @@ class _Load:
         else:
             await asyncio.sleep(max(0.0, self.window[1] - time.perf_counter()))
         after = read()
+        self.wait = (after["wait"] - before["wait"]) / max(after["at"] - before["at"], 1e-9)
         self.cpu = {name: after[name] - before[name] for name in names}
         self.cpu["others"] = max(0.0, after["all"] - before["all"] - sum(self.cpu.values()))
 
@@ -216,6 +233,7 @@ class _Load:
             first_error=self.first_error,
             cpu=self.cpu,
             background_rate=self.background / seconds,
+            cpu_wait=self.wait,
         )
 
 

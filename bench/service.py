@@ -760,7 +760,8 @@ def report(run: Runner, rounds: int) -> None:
         f"{run.seconds:g} s timed after {run.warmup:g} s warm-up; rounds: {rounds}, best kept"
     )
     print("CPU figures are microseconds per request (per trial for batches) over the window;")
-    print("*_others_cores are the cores every other process on the machine used meanwhile\n")
+    print("*_others_cores are the cores every other process on the machine used meanwhile;")
+    print("*_cpu_wait the share of the window in which some runnable process waited for a core\n")
 
     def phase(prefix: str, res: Result, per: int = 1) -> None:
         print(line(f"{prefix}_rps", res.rate, 1 if per > 1 else 0))
@@ -770,6 +771,7 @@ def report(run: Runner, rounds: int) -> None:
             if proc in res.cpu:
                 print(line(f"{prefix}_{proc}_cpu_us", res.cpu_us_per_request(proc) / per, 1))
         print(line(f"{prefix}_others_cores", res.cpu["others"] / res.seconds))
+        print(line(f"{prefix}_cpu_wait", res.cpu_wait))
         forks = run.forks_in(res)
         if forks is not None:
             print(line(f"{prefix}_redis_forks", forks, 0))

@@ -6,6 +6,7 @@ times); the figures themselves are measurements, never test conditions.
 
 import math
 import re
+from pathlib import Path
 
 from _run import run_bench
 
@@ -74,6 +75,13 @@ def test_quick_run_prints_every_figure_and_the_headline_last():
         assert math.isfinite(value) and (value > 0 or "_cpu_" in name), line
     for name in TARGETED:
         assert "(target " in figures[name][1], figures[name][1]
+    # each phase says how long some process waited for a core (unknown without PSI)
+    phases = re.findall(r"^(\w+)_others_cores: ", out, re.M)
+    waits = dict(re.findall(r"^(\w+)_cpu_wait: (\S+)$", out, re.M))
+    assert phases and sorted(waits) == sorted(phases)
+    psi = Path("/proc/pressure/cpu").exists()
+    for phase, wait in waits.items():
+        assert (0 <= float(wait) <= 1) if psi else wait == "nan", (phase, wait)
     for prefix in WATCHED:
         assert re.search(rf"^{prefix}_redis_forks: \d+$", out, re.M), prefix
     assert not re.search(r"^(edge_|parse_batch|empty_)\w*_redis_forks", out, re.M)
