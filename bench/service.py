@@ -47,12 +47,15 @@ p50 / p99 latency of
 
 With each phase come the CPU microseconds per request of the server, of Redis and of the
 generator itself, and the cores every other process used, read from ``/proc`` over the
-window: on a 2-core machine these compete, so this says what bounds a figure. A phase
-that watches Redis also says how often it forked (``*_redis_forks``): Redis rewrites its
-append-only file in a forked child once the file has grown enough, and a phase that
-meets a rewrite pays for it (the child's CPU shows among the other processes). Each phase
-starts once the machine is idle, so that what the last one left running (a snapshot,
-Redis rewriting its append-only file) does not land in it.
+window: on a 2-core machine these compete, so this says what bounds a figure. So does
+``*_cpu_wait``, the share of the window in which any runnable process waited for a core
+(the kernel's CPU pressure): a server idle while it is low was waiting on Redis or its
+clients, not on the machine. A phase that watches Redis also says how often it forked
+(``*_redis_forks``): Redis rewrites its append-only file in a forked child once the file
+has grown enough, and a phase that meets a rewrite pays for it (the child's CPU shows
+among the other processes). Each phase starts once the machine is idle, so that what the
+last one left running (a snapshot, Redis rewriting its append-only file) does not land
+in it.
 
 Run as ``python bench/service.py [--quick] [--seconds S] [--rounds R]``. Figures are
 printed as ``name: value`` lines, targets beside them (printed, never asserted), with how
