@@ -184,7 +184,8 @@ class FaultyLoad:
             for pid in survivors:
                 # uvicorn's supervisor replaces a worker that leaves its health check
                 # unanswered for 5 s: on a slow machine, a frozen survivor may be gone
-                # (it held no request: the load before had ended)
+                # (it held no request: the load before had ended), and its successor
+                # still starting when every worker is asked below
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
         state: dict[str, Any] = got.json()
