@@ -226,11 +226,15 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
         trial = b'{"instance": {"experts": %s}}' % text
         trial_members(np.frombuffer(trial, dtype=np.uint8))
         batch_members(np.frombuffer(b'{"items": [%s, %s]}' % (trial, trial), dtype=np.uint8), 9)
-        space.encode_each([RawExperts(text, 0, len(text))], form)
+        raw = RawExperts(text, 0, len(text))
+        space.encode_each([raw], form)  # alone, and as one of many
+        space.encode_each([raw, raw], form)
     elif isinstance(payloads[0].get("features"), dict):  # so are the features
         text = json.dumps(payloads[0]["features"]).encode()
         trial_members(np.frombuffer(b'{"instance": {"features": %s}}' % text, dtype=np.uint8))
-        space.encode_each([RawFeatures(text, 0, len(text))], form)
+        raw_features = RawFeatures(text, 0, len(text))
+        space.encode_each([raw_features], form)
+        space.encode_each([raw_features, raw_features], form)
     xs[-1] = learner.coerce(_as_logged(xs[-1]))
     for x in xs[:1] + xs[-1:]:
         if isinstance(x, Experts):  # as a trial's instance is stored

@@ -199,6 +199,18 @@ class Attributes:
         return out
 
     @classmethod
+    def row(
+        cls, idx: np.ndarray, val: np.ndarray, size: int, low: float, high: float
+    ) -> Attributes:
+        """The one instance of :meth:`rows` whose row is the whole of ``idx`` and ``val``
+        (contiguous int64 and float64), made read-only."""
+        idx.flags.writeable = False
+        val.flags.writeable = False
+        x = cls.__new__(cls)
+        x.indices, x.values, x.size, x.low, x.high = idx, val, size, low, high
+        return x
+
+    @classmethod
     def _trusted(cls, idx: np.ndarray, val: np.ndarray) -> Attributes:
         """Wrap int64 indices already sorted and distinct, and finite values (internal
         use); zero values are dropped."""
@@ -444,6 +456,26 @@ class Experts:
             x.size, x.n_classes, x.low, x.high = s, n_classes, lo, hi
             out.append(x)
         return out
+
+    @classmethod
+    def row(
+        cls,
+        e: np.ndarray,
+        c: np.ndarray,
+        v: np.ndarray,
+        size: int,
+        n_classes: int,
+        low: float,
+        high: float,
+    ) -> Experts:
+        """The one instance of :meth:`rows` whose row is the whole of ``e``, ``c`` and
+        ``v`` (contiguous int64, int64 and float64), made read-only."""
+        for a in (e, c, v):
+            a.flags.writeable = False
+        x = cls.__new__(cls)
+        x.expert, x.cls, x.value = e, c, v
+        x.size, x.n_classes, x.low, x.high = size, n_classes, low, high
+        return x
 
     def _set(self, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None) -> None:
         self.expert, self.cls, self.value = e, c, v

@@ -33,9 +33,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from models.core.instance import Attributes
+from models.core.instance import Attributes, Experts
 from models.kernels.instances import digit_keys, sparse_rows
-from models.kernels.jsontext import read_features, read_vote_rows, read_votes
+from models.kernels.jsontext import (
+    read_feature_row,
+    read_features,
+    read_vote_row,
+    read_vote_rows,
+    read_votes,
+)
 
 __all__ = [
     "RawExperts",
@@ -45,7 +51,9 @@ __all__ = [
     "dense_attributes",
     "expert_votes",
     "raw_expert_votes",
+    "raw_sparse_attribute",
     "raw_sparse_attributes",
+    "raw_vote_row",
     "raw_vote_rows",
     "sparse_attributes",
 ]
@@ -400,6 +408,33 @@ def raw_vote_rows(
         int_labels,
     )
     return None if n < 0 else tuple(rows)
+
+
+def raw_vote_row(
+    item: RawExperts, experts: NameTable, labels: NameTable, int_labels: bool, k: int
+) -> Experts | None:
+    """:func:`raw_vote_rows` of one payload, as its instance; None when it is refused."""
+    n, e, c, v, size, classes, low, high = read_vote_row(
+        np.frombuffer(item.text, dtype=np.uint8),
+        item.start,
+        item.end,
+        experts.blob,
+        experts.ptr,
+        experts.index,
+        labels.blob,
+        labels.ptr,
+        k,
+        int_labels,
+    )
+    return None if n < 0 else Experts.row(e, c, v, size, classes, low, high)
+
+
+def raw_sparse_attribute(item: RawFeatures, d: int, constant: bool) -> Attributes | None:
+    """:func:`raw_sparse_attributes` of one payload: its instance, or None."""
+    ok, idx, val, size, low, high = read_feature_row(
+        np.frombuffer(item.text, dtype=np.uint8), item.start, item.end, d, constant
+    )
+    return Attributes.row(idx, val, size, low, high) if ok else None
 
 
 def raw_sparse_attributes(

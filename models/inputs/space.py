@@ -89,7 +89,9 @@ from models.inputs.batch import (
     dense_attributes,
     expert_votes,
     raw_expert_votes,
+    raw_sparse_attribute,
     raw_sparse_attributes,
+    raw_vote_row,
     raw_vote_rows,
     sparse_attributes,
 )
@@ -706,6 +708,10 @@ class InputSpace:
         :class:`~models.inputs.batch.RawExperts`), read straight from it where it can be.
         """
         self._check_form(form)
+        if len(payloads) == 1:  # a lone request's: read by a call of its own
+            one = self._raw_one(payloads[0], form)
+            if one is not None:
+                return [one]
         fast: dict[int, Attributes | Experts] = {}
         raw = [t for t, p in enumerate(payloads) if type(p) is RawExperts]
         if raw:
@@ -774,17 +780,46 @@ class InputSpace:
         got = expert_votes(votes, self._expert_index, self._class, self._keys_in_order, self._k)
         return None if got is None else self._voted(got, len(votes))
 
-    def _raw_votes_each(self, items: list[RawExperts]) -> list[Experts] | None:
-        """The instance of each payload ``items`` as :meth:`_encode_votes` gives it, read
-        from its text together; None when the text is not read so (then parse it)."""
-        if self.attributes is not None or self._threshold or self._keys_in_order is None:
+    def _raw_one(self, payload: Any, form: str) -> Attributes | Experts | None:
+        """The instance of one payload as :meth:`encode_each` reads it from its text, in
+        the common cases it reads so without the work it shares among many; None
+        otherwise (then :meth:`encode_each` reads it as one of many)."""
+        if type(payload) is RawFeatures:
+            if form != "attributes" or self._mode != "n_features":
+                return None
+            x = raw_sparse_attribute(payload, self._d, self._constant)
+            return None if x is None else self._placed_attributes(x) if self._layered else x
+        if (
+            type(payload) is not RawExperts
+            or form != "experts"
+            or self._normalize != "raw"
+            or self._layered
+            or self._s
+            or not self._raw_votes_read()
+        ):
             return None
+        assert self._tables is not None
+        return raw_vote_row(payload, *self._tables, self._k)
+
+    def _raw_votes_read(self) -> bool:
+        """Whether votes are read from their text (:meth:`_raw_votes_each`): experts
+        alone, no threshold experts, labels with keys; sets the name tables it reads by."""
+        if self.attributes is not None or self._threshold or self._keys_in_order is None:
+            return False
         if self._tables is None:
             self._tables = (
                 NameTable.of(self._expert_index),
                 NameTable.of({key: c for c, key in enumerate(self._keys_in_order)}),
                 all(type(v) is int for v in self.labels),
             )
+        return True
+
+    def _raw_votes_each(self, items: list[RawExperts]) -> list[Experts] | None:
+        """The instance of each payload ``items`` as :meth:`_encode_votes` gives it, read
+        from its text together; None when the text is not read so (then parse it)."""
+        if not self._raw_votes_read():
+            return None
+        assert self._tables is not None
         if self._normalize == "raw" and not self._layered and not self._s:
             rows = raw_vote_rows(items, *self._tables, self._k)
             return None if rows is None else Experts.rows(*rows)

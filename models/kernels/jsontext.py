@@ -37,7 +37,9 @@ __all__ = [
     "UNCOUNTED",
     "batch_members",
     "members",
+    "read_feature_row",
     "read_features",
+    "read_vote_row",
     "read_vote_rows",
     "read_votes",
     "trial_members",
@@ -578,6 +580,39 @@ def read_vote_rows(
 
 
 @njit(cache=True, nogil=True)
+def read_vote_row(
+    b: np.ndarray,
+    start: int,
+    end: int,
+    names: np.ndarray,
+    names_ptr: np.ndarray,
+    index: np.ndarray,
+    keys: np.ndarray,
+    keys_ptr: np.ndarray,
+    k: int,
+    int_labels: bool,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, int, int, float, float]:
+    """``(n, e, c, v, size, classes, low, high)``: :func:`read_vote_rows` of the one
+    object ``b[start:end]``, its row as the arrays and its extent, classes and value range
+    as numbers (a lone request's instance: three arrays to hand back, not eight)."""
+    n, e, c, v, _, sizes, classes, low, high = read_vote_rows(
+        b,
+        np.full(1, start, dtype=np.int64),
+        np.full(1, end, dtype=np.int64),
+        names,
+        names_ptr,
+        index,
+        keys,
+        keys_ptr,
+        k,
+        int_labels,
+    )
+    if n < 0:
+        return n, e, c, v, 0, 0, 0.0, 0.0
+    return n, e, c, v, sizes[0], classes[0], low[0], high[0]
+
+
+@njit(cache=True, nogil=True)
 def read_votes(
     b: np.ndarray,
     starts: np.ndarray,
@@ -764,3 +799,15 @@ def read_features(
         w = close_row(idx, val, first, kept, d, constant, t, size, low, high)
         ptr[t + 1] = w
     return ok, idx[:w], val[:w], ptr, size, low, high
+
+
+@njit(cache=True, nogil=True)
+def read_feature_row(
+    b: np.ndarray, start: int, end: int, d: int, constant: bool
+) -> tuple[bool, np.ndarray, np.ndarray, int, float, float]:
+    """``(ok, idx, val, size, low, high)``: :func:`read_features` of the one object
+    ``b[start:end]``, its row as two arrays and the rest as numbers."""
+    ok, idx, val, _, size, low, high = read_features(
+        b, np.full(1, start, dtype=np.int64), np.full(1, end, dtype=np.int64), d, constant
+    )
+    return ok[0], idx, val, size[0], low[0], high[0]

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import numba
 import numpy as np
+import orjson
 from _procs import Service
 from numba.core.dispatcher import Dispatcher
 
@@ -31,6 +32,7 @@ from app.main import create_app
 from app.routers.health import WARMING
 from app.summary import summarize
 from app.warm import Warmup
+from models.inputs.batch import RawExperts, RawFeatures
 from models.registry import KINDS
 from models.warm import warm_kernels
 from storage.codec import decode_instance, encode_instance
@@ -151,6 +153,13 @@ def serve_first_requests(config: dict[str, Any]) -> None:
     ys = rng.integers(0, m.k, len(xs)).tolist()
     m.predict(m.encode(items[0]))
     m.predict_many(xs[:4])  # a group of predictions
+    for member in ("experts", "features"):  # as the fast path hands them over, unparsed
+        got = items[0].get(member)
+        if isinstance(got, dict):
+            text = orjson.dumps(got)
+            raw = (RawExperts if member == "experts" else RawFeatures)(text, 0, len(text))
+            for together in ([raw], [raw, raw]):  # a lone request's, and a group's
+                assert not [x for x in m.encode_each(together) if isinstance(x, Exception)]
     m.apply_own(1, list(zip(xs, ys, strict=True)))  # a learn batch this worker appended
     logged = [  # learn entries other workers appended, as read back from Redis
         (f"{m.version + 1 + t}-0".encode(), [b"k", b"n", b"x", encode_instance(x), b"y", b"%d" % y])

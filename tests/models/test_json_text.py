@@ -173,6 +173,8 @@ def test_votes_read_from_text_are_as_encode_gives_them(data: st.DataObject) -> N
     want = [outcome(space, {"experts": json.loads(r.text)}, "experts") for _, r in kept]
     for got, w in zip(space.encode_each([r for _, r in kept], "experts"), want, strict=True):
         assert_identical(got, w)
+    for (_, r), w in zip(kept, want, strict=True):  # each alone, as a lone request's
+        assert_identical(space.encode_each([r], "experts")[0], w)
     # texts and documents in one batch
     mixed = [r if i % 2 else p for i, (p, r) in enumerate(kept)]
     want = [
@@ -210,7 +212,18 @@ def test_plain_texts_are_read_by_the_compiled_reader() -> None:
         b"{}",
         b'{"x": [1, 0]}',
     ):
-        assert space._raw_votes_each([RawExperts(refused, 0, len(refused))]) is None, refused
+        raw = RawExperts(refused, 0, len(refused))
+        assert space._raw_votes_each([raw]) is None, refused
+        assert space._raw_one(raw, "experts") is None, refused
+        # alone, it is answered as encode answers its document
+        want = outcome(space, {"experts": json.loads(refused)}, "experts")
+        assert_identical(space.encode_each([raw], "experts")[0], want)
+    for t in texts:  # alone, each read by the call for one
+        raw = RawExperts(t, 0, len(t))
+        one = space._raw_one(raw, "experts")
+        assert one is not None
+        assert_same_experts(one, space.encode({"experts": json.loads(t)}, "experts"))
+        assert not one.expert.flags.writeable and not one.value.flags.writeable
 
 
 def test_the_votes_take_the_memory_of_the_votes_sent() -> None:
@@ -276,6 +289,8 @@ def test_features_read_from_text_are_as_encode_gives_them(data: st.DataObject) -
     got = space.encode_each([r for _, r in kept], "attributes")
     for x, w in zip(got, want, strict=True):
         assert_identical_attributes(x, w)
+    for (_, r), w in zip(kept, want, strict=True):  # each alone, as a lone request's
+        assert_identical_attributes(space.encode_each([r], "attributes")[0], w)
     # texts and documents in one batch
     mixed = [r if i % 2 else p for i, (p, r) in enumerate(kept)]
     got = space.encode_each(mixed, "attributes")
@@ -319,6 +334,15 @@ def test_plain_features_are_read_by_the_compiled_reader() -> None:
     every = [texts[0], *refused, texts[1]]
     for x, t in zip(space.encode_each(items, "attributes"), every, strict=True):
         assert_identical_attributes(x, outcome(space, {"features": json.loads(t)}, "attributes"))
+    # alone too: read by the call for one, or refused by it and parsed
+    for item, t in zip(items, every, strict=True):
+        one = space._raw_one(item, "attributes")
+        assert (one is None) == (t in refused), t
+        want = outcome(space, {"features": json.loads(t)}, "attributes")
+        assert_identical_attributes(space.encode_each([item], "attributes")[0], want)
+        if one is not None:
+            assert_identical_attributes(one, want)
+            assert not one.indices.flags.writeable and not one.values.flags.writeable
 
 
 def test_the_readers_stay_linear_on_hostile_texts() -> None:
