@@ -705,7 +705,9 @@ class InputSpace:
         are payloads ``{"experts": {...}}`` of a space of experts alone
         (:func:`~models.inputs.batch.expert_votes`). Either may come as its JSON text
         (:class:`~models.inputs.batch.RawFeatures`,
-        :class:`~models.inputs.batch.RawExperts`), read straight from it where it can be.
+        :class:`~models.inputs.batch.RawExperts`), read straight from it where it can be;
+        a lone payload so by a compiled call of its own (:meth:`_raw_one`), which hands
+        back only its own arrays.
         """
         self._check_form(form)
         if len(payloads) == 1:  # a lone request's: read by a call of its own
@@ -781,9 +783,11 @@ class InputSpace:
         return None if got is None else self._voted(got, len(votes))
 
     def _raw_one(self, payload: Any, form: str) -> Attributes | Experts | None:
-        """The instance of one payload as :meth:`encode_each` reads it from its text, in
-        the common cases it reads so without the work it shares among many; None
-        otherwise (then :meth:`encode_each` reads it as one of many)."""
+        """The instance of one payload given as its text, read by the compiled call for
+        one (:func:`~models.inputs.batch.raw_vote_row`,
+        :func:`~models.inputs.batch.raw_sparse_attribute`) as :meth:`encode_each` reads
+        it among many; None when that call does not apply or refuses the text (then it is
+        read as one of many, which names any fault)."""
         if type(payload) is RawFeatures:
             if form != "attributes" or self._mode != "n_features":
                 return None
