@@ -629,15 +629,17 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         def pending_needed() -> int:
             """Pending trials enough for one label phase, with a margin. The fast path can
-            outrun the empty FastAPI endpoint, a fusion label (which reads its instance
-            from the log, not the request) can outrun predict, and one phase may meet a
-            burst of load from elsewhere that the next misses: the bound is the fastest
-            of the empty endpoint and the service's predict, at most 3 times its fastest
-            label so far, and never below that label. With ``--quick`` the windows are
-            short enough that such a burst moves a rate by half or more, so the margin
-            is twice as wide."""
+            outrun the empty FastAPI endpoint, a label (whose instance a worker holds, or
+            reads from the log, not the request) can outrun predict, and one phase may
+            meet a burst of load from elsewhere that the next misses: the bound is the
+            fastest of the empty endpoint, the service's predict and the edge's trial
+            calls measured so far (the fast path's own ceiling), at most 3 times its
+            fastest label so far, and never below that label. With ``--quick`` the
+            windows are short enough that such a burst moves a rate by half or more, so
+            the margin is twice as wide."""
             done = run.results
-            kinds = ("empty", f"empty_{run.client}", "predict")
+            kinds = ["empty", f"empty_{run.client}", "predict"]
+            kinds += [k for k in done if k.startswith(("edge_predict", "edge_label", "edge_learn"))]
             cap = max(r.rate for k in kinds for r in done.get(k, []))
             labels = [r.rate for k, rs in done.items() if k.startswith("label") for r in rs]
             if labels:
