@@ -397,34 +397,24 @@ def raw_vote_rows(
     """The votes :func:`raw_expert_votes` reads, as
     :func:`models.kernels.instances.vote_rows` gives their instances: ``(e, c, v, ptr,
     sizes, classes, low, high)``, in one compiled call; None when they are refused."""
-    n, *rows = read_vote_rows(
-        *_texts(items),
-        experts.blob,
-        experts.ptr,
-        experts.index,
-        labels.blob,
-        labels.ptr,
-        k,
-        int_labels,
-    )
+    n, *rows = read_vote_rows(*_texts(items), *_by_name(experts, labels), k, int_labels)
     return None if n < 0 else tuple(rows)
+
+
+def _by_name(
+    experts: NameTable, labels: NameTable
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The tables the compiled vote readers find names in, as they take them."""
+    return experts.blob, experts.ptr, experts.index, labels.blob, labels.ptr
 
 
 def raw_vote_row(
     item: RawExperts, experts: NameTable, labels: NameTable, int_labels: bool, k: int
 ) -> Experts | None:
     """:func:`raw_vote_rows` of one payload, as its instance; None when it is refused."""
+    text = np.frombuffer(item.text, dtype=np.uint8)
     n, e, c, v, size, classes, low, high = read_vote_row(
-        np.frombuffer(item.text, dtype=np.uint8),
-        item.start,
-        item.end,
-        experts.blob,
-        experts.ptr,
-        experts.index,
-        labels.blob,
-        labels.ptr,
-        k,
-        int_labels,
+        text, item.start, item.end, *_by_name(experts, labels), k, int_labels
     )
     return None if n < 0 else Experts.row(e, c, v, size, classes, low, high)
 
