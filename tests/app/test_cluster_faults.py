@@ -182,7 +182,7 @@ def test_a_primary_killed_mid_load_loses_no_acknowledged_trial(
             load.outage.append(time.monotonic())
             os.kill(cluster.processes[victim].pid, signal.SIGKILL)
             # its replica takes over; until the killed node is back as the new primary's
-            # replica, no write can be confirmed replicated and each is a 503
+            # replica, no write can be confirmed replicated: each waits for it or is a 503
             await asyncio.sleep(3.0)
             await asyncio.to_thread(cluster.restart, victim)
             load.outage.append(time.monotonic())
