@@ -8,7 +8,11 @@ costs before its model is touched, so the service's throughput over this one is 
 of its own ceiling it reaches. ``POST /parse/learn/batch`` parses a batch and answers its
 item count; ``POST /parse/append/learn/batch`` also appends each item, as orjson writes
 it, to a Redis stream (``EDGE_REDIS_URL``), all in one script call: the least a service
-that keeps every trial it takes must do beside parsing.
+that keeps every trial it takes must do beside parsing. The single trial calls under
+``/append`` (``POST /append/v1/models/{name}/predict``, ``.../label``, ``.../learn``) do
+the same for one trial each: the calls of one model and kind arriving while one is in
+flight are gathered as the service gathers them (:mod:`app.gather`), and each group's
+bodies are appended in one script call before each is answered as the edge answers it.
 
 The service serves the statistics read ahead of the router too, and so does the edge:
 ``GET /v1/models/{name}/stats`` answers, written by orjson, the document last given to
@@ -34,13 +38,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.collector import collect_less
 from app.config import Settings
+from app.gather import Gathers
 from app.guard import Guard
 from app.limits import BodyLimit, Busy
 from app.main import fastapi_options
 from app.metrics import RequestMetrics
+from app.trials import GATHER_MOST
 
 _PATH = re.compile(
-    r"/v1/models/([^/]+)/(predict|label|learn)(/batch)?|/parse(/append)?/learn/batch"
+    r"(?P<keep>/append)?/v1/models/(?P<name>[^/]+)/(?P<op>predict|label|learn)(?P<batch>/batch)?"
+    r"|/parse(?P<append>/append)?/learn/batch"
 )
 _STATS = re.compile(r"/v1/models/([^/]+)/stats")
 _JSON = (b"content-type", b"application/json")
@@ -63,6 +70,7 @@ class EdgeDispatch:
         self.append = (
             None if url is None else redis_asyncio.Redis.from_url(url).register_script(APPEND)
         )
+        self._gathers: Gathers[tuple[str, str], bytes, int] = Gathers()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -85,17 +93,29 @@ class EdgeDispatch:
                 return
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
-        doc = orjson.loads(b"".join(chunks))
-        if match[1] is None and match[4] is None:  # parse only: the item count
-            answer = {"items": len(doc["items"])}
-        elif match[1] is None:  # parse and append
-            if self.append is None:
-                raise RuntimeError("EDGE_REDIS_URL is not set: nowhere to append")
-            items = [orjson.dumps(item) for item in doc["items"]]
-            answer = {"items": await self.append(keys=["edge:log"], args=items)}
+        raw = b"".join(chunks)
+        doc = orjson.loads(raw)
+        if match["op"] is None:
+            if match["append"] is None:  # parse only: the item count
+                answer = {"items": len(doc["items"])}
+            else:
+                items = [orjson.dumps(item) for item in doc["items"]]
+                answer = {"items": await self._appended(items)}
         else:
+            if match["keep"] is not None:  # kept first, gathered with others of the model
+                await self._gathers((match["name"], match["op"]), self._kept, GATHER_MOST, raw)
             answer = {"trial_id": doc.get("trial_id"), "label": doc.get("label"), "ok": True}
         await self._send(send, orjson.dumps(answer))
+
+    async def _appended(self, items: list[bytes]) -> int:
+        """Append ``items`` to the stream in one script call; how many were."""
+        if self.append is None:
+            raise RuntimeError("EDGE_REDIS_URL is not set: nowhere to append")
+        return int(await self.append(keys=["edge:log"], args=items))
+
+    async def _kept(self, bodies: list[bytes]) -> list[int]:
+        """A gathered group's bodies, appended: one result per body."""
+        return [await self._appended(bodies)] * len(bodies)
 
     @staticmethod
     async def _send(send: Send, body: bytes) -> None:

@@ -27,7 +27,13 @@ p50 / p99 latency of
   0.07, ...}}``): 6 experts x 10 labels (the digits fusion) and 25 x 5, against the
   **edge** peer (``bench/_service_edge.py``): the service's own middleware and a
   dispatcher that parses each body with orjson and answers, nothing behind it. The
-  service's share of its edge's throughput, and their p99s, are the headline ratios;
+  service's share of its edge's throughput, and their p99s, are the headline ratios.
+  Beside them, the edge keeping each trial: the same calls under ``/append``, gathered
+  as the service gathers a model's calls and appended to a Redis stream of the same
+  Redis, one script call per group, before each is answered. That is the least a
+  service that keeps every trial must do beside parsing, so ``append_vs_edge_*`` says
+  how much of the edge such a service can reach at most, and ``*_vs_append_*`` the
+  service's share of that (information, no target);
 * ``learn/batch`` against the edge parsing the same batches and answering their item
   count (``batch_learn_vs_parse_only``), and against the edge parsing them and appending
   each item to a Redis stream of the same Redis, one script call per batch
@@ -660,16 +666,21 @@ def main(argv: Sequence[str] | None = None) -> None:
             )
 
         def fusion_round(k: int, shape: str, stream: Stream) -> None:
-            """The service and its edge on one fusion shape, taking turns going first."""
+            """The service, its edge and the edge keeping each trial in Redis (under
+            ``/append``) on one fusion shape, taking turns going first."""
             base = f"/v1/models/fusion-{shape}"
-            sides = [(service, on_service, ""), (edge, on_edge, "edge_")][:: 1 - 2 * (k % 2)]
+            sides = [
+                (service, on_service, "", ""),
+                (edge, on_edge, "edge_", ""),
+                (edge, on_edge_redis, "append_", "/append"),
+            ][:: 1 - 2 * (k % 2)]
             done = {}
-            for server, watch, side in sides:
+            for server, watch, side, under in sides:
                 ids = f"r{k}{side}f"
                 done[side] = run(
                     f"{side}predict_{shape}",
                     server,
-                    f"{base}/predict",
+                    f"{under}{base}/predict",
                     stream.predict_bodies(),
                     id_prefix=ids,
                     **watch,
@@ -677,14 +688,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             trials = [(f"r{k}f{i}", stream.labels[i % len(stream)]) for i in range(done[""].issued)]
             more = max(0, pending_needed() - len(trials))
             trials += precreate(http, f"fusion-{shape}", stream, f"r{k}g", more)
-            for server, watch, side in sides:
+            for server, watch, side, under in sides:
                 bodies = label_bodies(trials)
                 # the edge may answer more than there are pending trials: it takes them again
-                cycle = side == "edge_"
-                run(f"{side}label_{shape}", server, f"{base}/label", bodies, cycle=cycle, **watch)
-            for server, watch, side in sides:
+                cycle = side != ""
+                path = f"{under}{base}/label"
+                run(f"{side}label_{shape}", server, path, bodies, cycle=cycle, **watch)
+            for server, watch, side, under in sides:
                 bodies = stream.learn_bodies()
-                run(f"{side}learn_{shape}", server, f"{base}/learn", bodies, **watch)
+                run(f"{side}learn_{shape}", server, f"{under}{base}/learn", bodies, **watch)
 
         def stats_round(k: int) -> None:
             """The statistics read, the service's and its edge's, taking turns going first,
@@ -835,6 +847,10 @@ def report(run: Runner, rounds: int) -> None:
             print(line(f"{op}_vs_edge_{shape}", ratio) + spread(run, f"{op}_{shape}"))
             worst.setdefault(op, []).append(ratio)
             worst.setdefault(f"{op}_p99", []).append(ours.p99_ms / theirs.p99_ms)
+            kept = run.best(f"append_{op}_{shape}")
+            phase(f"append_{op}_{shape}", kept)
+            print(line(f"append_vs_edge_{op}_{shape}", kept.rate / theirs.rate))
+            print(line(f"{op}_vs_append_{shape}", ours.rate / kept.rate))
     print()
     ours, theirs = run.best("stats"), run.best("edge_stats")
     print(
