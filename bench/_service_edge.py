@@ -7,8 +7,9 @@ parses it with orjson and answers a small orjson object: what any request to the
 costs before its model is touched, so the service's throughput over this one is the share
 of its own ceiling it reaches. ``POST /parse/learn/batch`` parses a batch and answers its
 item count; ``POST /parse/append/learn/batch`` also appends each item, as orjson writes
-it, to a Redis stream (``EDGE_REDIS_URL``), all in one script call: the least a service
-that keeps every trial it takes must do beside parsing. The single trial calls under
+it, to a Redis stream (``EDGE_REDIS_URL``), all in one script call over the service's
+own connection (:class:`storage.resp.Connection`): the least a service that keeps every
+trial it takes must do beside parsing. The single trial calls under
 ``/append`` (``POST /append/v1/models/{name}/predict``, ``.../label``, ``.../learn``) do
 the same for one trial each: the calls of one model and kind arriving while one is in
 flight are gathered as the service gathers them (:mod:`app.gather`), and each group's
@@ -26,13 +27,13 @@ Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from types import SimpleNamespace
 from typing import Any
 
 import orjson
-import redis.asyncio as redis_asyncio
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -44,6 +45,7 @@ from app.limits import BodyLimit, Busy
 from app.main import fastapi_options
 from app.metrics import RequestMetrics
 from app.trials import GATHER_MOST
+from storage.resp import Connection
 
 _PATH = re.compile(
     r"(?P<keep>/append)?/v1/models/(?P<name>[^/]+)/(?P<op>predict|label|learn)(?P<batch>/batch)?"
@@ -59,6 +61,7 @@ for i = 1, #ARGV do
 end
 return #ARGV
 """
+_APPEND_SHA = hashlib.sha1(APPEND.encode()).hexdigest()
 
 
 class EdgeDispatch:
@@ -67,9 +70,8 @@ class EdgeDispatch:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         url = os.environ.get("EDGE_REDIS_URL")
-        self.append = (
-            None if url is None else redis_asyncio.Redis.from_url(url).register_script(APPEND)
-        )
+        # the service's own connection to Redis, pipelined as its calls are
+        self.redis = None if url is None else Connection(url)
         self._gathers: Gathers[tuple[str, str], bytes, int] = Gathers()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -109,9 +111,9 @@ class EdgeDispatch:
 
     async def _appended(self, items: list[bytes]) -> int:
         """Append ``items`` to the stream in one script call; how many were."""
-        if self.append is None:
+        if self.redis is None:
             raise RuntimeError("EDGE_REDIS_URL is not set: nowhere to append")
-        return int(await self.append(keys=["edge:log"], args=items))
+        return int(await self.redis.evalsha(_APPEND_SHA, APPEND, ["edge:log"], items))
 
     async def _kept(self, bodies: list[bytes]) -> list[int]:
         """A gathered group's bodies, appended: one result per body."""
