@@ -597,31 +597,36 @@ class LiveModel:
                 self.unfolded.pop(seq, None)
             self.folded = sync.folded
 
-    def fold_payload(self) -> bytes:
-        """The outcomes to report: those not sent yet, contiguous.
+    def fold_payload(self, upto: int | None = None) -> bytes:
+        """The outcomes to report: those not sent yet, contiguous (up to log entry
+        ``upto`` at most, when given).
 
         The scripts of one process reach Redis in order over one connection, so what was
-        sent is folded before what is sent next; outcomes still unacknowledged a second
-        after being sent (the call failed, say) are sent again from the first unfolded.
+        sent is folded before what is sent next: a payload is made just as its call is
+        sent, never before an await. Outcomes still unacknowledged a second after being
+        sent (the call failed, say) are sent again from the first unfolded.
         """
         if not self.unfolded:
             return b""
         now = time.monotonic()
-        if self.fold_sent > self.folded and now - self.fold_sent_at < RESEND:
+        again = not (self.fold_sent > self.folded and now - self.fold_sent_at < RESEND)
+        if not again:
             first = self.fold_sent + 1  # only what was not sent yet
-            if first not in self.unfolded:
-                return b""
         else:  # from the first unfolded (again, if sent a while ago)
-            self.fold_sent_at = now
             first = self.folded + 1
             if first not in self.unfolded:
                 first = min(self.unfolded)
         out = []
-        for seq in range(first, first + FOLD_BATCH):
+        end = first + FOLD_BATCH if upto is None else min(first + FOLD_BATCH, upto + 1)
+        for seq in range(first, end):
             e = self.unfolded.get(seq)
             if e is None:
                 break
             out.append(e)
+        if not out:
+            return b""
+        if again:
+            self.fold_sent_at = now
         self.fold_sent = first + len(out) - 1
         return orjson.dumps({"a": first, "e": out})
 

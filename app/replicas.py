@@ -296,10 +296,13 @@ class Replicas:
     async def _snapshot(self, m: LiveModel) -> None:
         try:
             async with m.frozen():  # exported off the event loop, unchanged meanwhile
-                # the outcomes to fold stop at the state's version too: the script checks
-                # both against the stamp of the log entry there
-                version, stamp, fold = m.version, m.stamp, m.fold_payload()
+                version, stamp = m.version, m.stamp
                 state, space = await asyncio.to_thread(m.export), m.space_doc()
+            # made as it is sent: Redis folds outcomes in order, and would ignore those
+            # that trial calls sent during the export report had this payload, sent after
+            # them, taken the earlier ones. They stop at the state's version, which the
+            # script checks against the stamp of the log entry there
+            fold = m.fold_payload(upto=version)
             if await self.store.save_snapshot(
                 m.name,
                 m.incarnation,

@@ -22,8 +22,8 @@ CONFIG = {
 }
 
 
-def payload(m: LiveModel) -> list[int]:
-    raw = m.fold_payload()
+def payload(m: LiveModel, upto: int | None = None) -> list[int]:
+    raw = m.fold_payload(upto)
     if not raw:
         return []
     doc = orjson.loads(raw)
@@ -49,6 +49,28 @@ def test_outcomes_are_sent_once_and_again_when_unacknowledged(
     assert payload(m) == [3, 4]
     m.acknowledge(Sync(version=4, folded=4, entries=[]))
     assert m.unfolded == {} and payload(m) == []
+
+
+def test_outcomes_sent_up_to_a_version_leave_the_rest_to_send(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A snapshot reports the outcomes up to its state's version only; those after it are
+    sent by the next call, and one that finds nothing to send marks nothing as sent."""
+    now = [100.0]
+    monkeypatch.setattr(live.time, "monotonic", lambda: now[0])
+    m = LiveModel("m", "inc", CONFIG)
+    x = m.encode({"features": [1, 0, 1, 0]})
+    m.apply_own(1, [(x, 0), (x, 1), (x, 0), (x, 1)])
+    assert payload(m, upto=0) == [] and m.fold_sent == 0
+    assert payload(m, upto=2) == [1, 2]
+    assert payload(m, upto=2) == []  # in flight
+    assert payload(m) == [3, 4]
+    m.acknowledge(Sync(version=4, folded=2, entries=[]))
+    # not folded a while later: a snapshot at 2 sends none, and leaves the resend of 3
+    # and 4 to the next call
+    now[0] += live.RESEND + 0.1
+    assert payload(m, upto=2) == []
+    assert payload(m) == [3, 4]
 
 
 FUSION = {

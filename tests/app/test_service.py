@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -92,6 +93,46 @@ async def test_snapshots_trim_the_log_and_a_new_worker_starts_from_one(
     late = services[1]  # never saw this model: loads the snapshot, replays the rest
     assert await late.export_state("m") == await a.export_state("m")
     assert (await late.replicas.live("m")).snapshot_version == snap[0]
+
+
+async def test_a_snapshot_takes_its_outcomes_to_fold_as_it_is_sent(
+    services: list[ModelService],
+) -> None:
+    """A snapshot exports the state off the event loop. Calls sent meanwhile report the
+    outcomes still to fold, and Redis folds them: had the snapshot taken them first (to
+    send once its export is done), Redis would ignore what those calls report after
+    them, and the model's counters would stall for a second or more each snapshot."""
+    a = services[0]
+    await a.create_model("m", CONFIG)
+    await a.trials.learn("m", trials(10, 0))
+    m = await a.replicas.live("m")
+    assert m.unfolded and m.folded < 10  # folded by the next call, or soon after
+    started, go = threading.Event(), threading.Event()
+    export = m.export
+
+    def slow_export() -> bytes:
+        started.set()
+        go.wait(10)
+        return export()
+
+    m.export = slow_export  # type: ignore[method-assign]
+    snapshot = asyncio.create_task(a.replicas._snapshot(m))
+    while not started.is_set():
+        await asyncio.sleep(0.001)
+    learn = asyncio.create_task(a.trials.learn("m", trials(1, 1)))
+    for _ in range(500):  # its script ran (its replay waits for the export)
+        if (await a.store.read("m")).version == 11:
+            break
+        await asyncio.sleep(0.002)
+    got = await a.store.read("m")
+    go.set()
+    await snapshot
+    await learn
+    assert got.version == 11 and got.folded == 10
+    snap = await a.store.read_snapshot("m")
+    assert snap is not None and snap[0] == 10
+    await a.replicas.sync(await a.replicas.live("m"))
+    assert (await a.store.read("m")).folded == 11
 
 
 async def test_state_import_reaches_other_workers(services: list[ModelService]) -> None:
