@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import OrderedDict
@@ -28,7 +29,15 @@ from models.core.params import InvalidParameter
 from models.core.state import InvalidState
 from models.inputs.space import InputSpace
 from models.registry import build, kind_of
-from storage.codec import LogEntry, decode_entries, decode_entry, entry_kind, entry_stamp, fold_id
+from storage.codec import (
+    LogEntry,
+    decode_entries,
+    decode_entry,
+    entry_kind,
+    entry_stamp,
+    fold_id,
+    held_or_decoded,
+)
 from storage.errors import CorruptData
 from storage.repository import LogGap, RawEntry, Sync, with_space
 
@@ -528,6 +537,37 @@ class LiveModel:
                 done += 1
             first += done
             todo = todo[done:]
+            self.stamp = stamp
+
+    def apply_labels(
+        self,
+        first: int,
+        items: Sequence[tuple[bytes, int, int, str]],
+        stamp: str = "",
+        known: Known | None = None,
+    ) -> None:
+        """Replay label entries this worker appended from ``first`` on, from what the
+        script answered rather than from their copies in the log: each trial's instance as
+        the entry keeps it, its class, the prediction served and the trial id. Each is
+        decoded (or taken from ``known``) and checked as :meth:`apply` does an entry of
+        the log, and what fails is quarantined as every worker reading the entry does."""
+        todo = list(items)
+        if self.version >= first:  # some were applied already
+            todo = todo[self.version + 1 - first :]
+            first = self.version + 1
+        if todo and first != self.version + 1:
+            raise LogGap(f"model {self.name!r}: log entry {first} after {self.version}")
+        xs = held_or_decoded([data for data, _, _, _ in todo], self.size, self.k, known)
+        top = self.k - 1
+        for seq, x, (_, y, p, trial_id) in zip(itertools.count(first), xs, todo, strict=False):
+            if not isinstance(x, CorruptData) and not (0 <= y <= top and 0 <= p <= top):
+                what, n = ("label", y) if not 0 <= y <= top else ("prediction", p)
+                x = CorruptData(f"log entry {seq} {what} is {n}: expected 0..{top}")
+            if isinstance(x, CorruptData):
+                self._quarantine(seq, x)
+                self.stamp = ""  # unknown: the next call is not checked against it
+                continue
+            self._replay(seq, x, y, p, trial_id)
             self.stamp = stamp
 
     def _replay_compiled(

@@ -41,6 +41,7 @@ class Warming(Protocol):
 T = TypeVar("T")
 Instance = tuple[Attributes | Experts, int]
 Own = tuple[int, list[Instance], str]
+OwnLabels = tuple[int, list[tuple[bytes, int, int, str]]]
 LIMIT = 2_000  # log entries read per call when catching up
 # log entries a trial's script returns: often this worker's own concurrent requests,
 # applied by them meanwhile, so only a few are worth carrying back
@@ -180,11 +181,19 @@ class Replicas:
                     raise
         raise AssertionError("unreachable")
 
-    async def catch_up(self, m: LiveModel, sync: Sync, own: list[Own] | None = None) -> LiveModel:
+    async def catch_up(
+        self,
+        m: LiveModel,
+        sync: Sync,
+        own: list[Own] | None = None,
+        labels: OwnLabels | None = None,
+    ) -> LiveModel:
         """Replay the log up to ``sync.version``; returns the model to use from now on
         (a reloaded one if the state was replaced meanwhile). ``own`` are runs of learn
         entries this worker appended, applied from memory: (first seq, [(instance,
-        class)], idempotency key or "")."""
+        class)], idempotency key or ""); ``labels`` the label entries it appended, from
+        what the script answered: (first seq, [(instance as stored, class, prediction
+        served, trial id)])."""
         try:
             await m.thawed()
             m.apply(sync.entries, self.kept.take)
@@ -192,6 +201,10 @@ class Replicas:
                 await self._read_log(m, first - 1)
                 await m.thawed()
                 m.apply_own(first, items, key, sync.stamp)
+            if labels is not None:
+                await self._read_log(m, labels[0] - 1)
+                await m.thawed()
+                m.apply_labels(labels[0], labels[1], sync.stamp, self.kept.take)
             await self._read_log(m, sync.version)
         except StateReplaced:
             self.drop(m)

@@ -313,7 +313,13 @@ class TrialCalls:
         if got is None:
             return out
         sync, results = got
-        m = await self.replicas.catch_up(m, sync)
+        own = [
+            (r.instance, y, r.predicted, t)
+            for (_, t, y), r in zip(todo, results, strict=True)
+            if r.status == "ok"
+        ]
+        first = sync.version - len(own) + 1
+        m = await self.replicas.catch_up(m, sync, labels=(first, own) if own else None)
         applied = [r.seq for r in results if r.status == "ok"]
         if applied:
             self.replicas.snapshot_due(m, min(applied), max(applied))

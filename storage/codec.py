@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -33,6 +33,7 @@ __all__ = [
     "entry_kind",
     "entry_stamp",
     "fold_id",
+    "held_or_decoded",
     "parse_int",
     "served_at",
     "valid_stamp",
@@ -321,18 +322,8 @@ def decode_entries(
     bytes, the instance they decode to when the caller holds it (None when not): it is
     taken as it is when it fits ``size`` and ``n_classes`` as a decoded one must."""
     found = [(t, x) for t, (_, f) in enumerate(entries) if (x := _last(f, b"x")) is not None]
-    xs: dict[int, Attributes | Experts | CorruptData] = {}
-    if known is not None:
-        rest = []
-        for t, x in found:
-            got = known(x) if type(x) is bytes else None
-            if got is not None and got.size <= size and _within(got, n_classes):
-                xs[t] = got
-            else:
-                rest.append((t, x))
-        found = rest
-    decoded = decode_instances([x for _, x in found], size, n_classes)
-    xs.update((t, d) for (t, _), d in zip(found, decoded, strict=True))
+    got = held_or_decoded([x for _, x in found], size, n_classes, known)
+    xs = {t: x for (t, _), x in zip(found, got, strict=True)}
     out: list[LogEntry | CorruptData] = []
     for t, (entry_id, fields) in enumerate(entries):
         try:
@@ -340,6 +331,30 @@ def decode_entries(
         except CorruptData as e:
             out.append(e)
     return out
+
+
+def held_or_decoded(
+    data: Sequence[bytes],
+    size: int,
+    n_classes: int,
+    known: Callable[[bytes], Attributes | Experts | None] | None = None,
+) -> list[Attributes | Experts | CorruptData]:
+    """The instance each of ``data`` decodes to (:func:`decode_instances`), or the error
+    decoding raises; where ``known`` gives the instance for those bytes (see
+    :func:`decode_entries`), that one, when it fits ``size`` and ``n_classes`` as a
+    decoded one must."""
+    out: list[Attributes | Experts | CorruptData | None] = [None] * len(data)
+    rest: list[int] = []
+    for t, d in enumerate(data):
+        got = known(d) if known is not None and type(d) is bytes else None
+        if got is not None and got.size <= size and _within(got, n_classes):
+            out[t] = got
+        else:
+            rest.append(t)
+    decoded = decode_instances([data[t] for t in rest], size, n_classes)
+    for t, x in zip(rest, decoded, strict=True):
+        out[t] = x
+    return cast(list[Attributes | Experts | CorruptData], out)
 
 
 def _within(x: Attributes | Experts, n_classes: int) -> bool:

@@ -13,7 +13,7 @@ import re
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
@@ -157,6 +157,7 @@ class LabelResult:
     seq: int = -1
     updated: int = -1  # -1: not folded yet
     label: int = -1  # the other label, for a conflict
+    instance: bytes = b""  # applied: the trial's instance as the log entry keeps it
 
 
 # the results that are a status alone, one of each (they are frozen)
@@ -979,6 +980,11 @@ class ModelStore:
         items: Sequence[tuple[str, int]],
         seen: str = "",
     ) -> tuple[Sync, list[LabelResult]]:
+        """Apply each (trial id, class) to the pending trial, at most once.
+
+        The sync's entries stop before the first label applied: the caller replays its
+        own from the results (each applied one's instance as the log keeps it, its
+        class and the prediction served), as :meth:`learn`'s caller does."""
         k = self.keys(name)
         stamp = new_stamp()
         args: list[Any] = [incarnation, position(known, seen, stamp), fold, limit]
@@ -989,17 +995,13 @@ class ModelStore:
         keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
         reply = await self._run("LABEL", name, keys, args)
         out = []
-        own: list[RawEntry] = []  # the entries this call appended, as XADD wrote them
-        for (trial_id, y), r in zip(items, _results("LABEL", name, reply, len(items)), strict=True):
+        for (trial_id, _), r in zip(items, _results("LABEL", name, reply, len(items)), strict=True):
             status = _text(r[0])
             if status == "ok":
-                if not all(isinstance(v, bytes) for v in r[3:]):
+                if len(r) < 5 or not all(isinstance(v, bytes) for v in r[3:]):
                     raise CorruptData(f"model {name!r}: label of {trial_id!r}: reply {r!r:.200}")
-                seq = _int(r[2], "seq")
-                out.append(LabelResult("ok", _int(r[1], "prediction"), seq))
-                t = trial_id.encode()
-                fields = [b"k", b"l", b"t", t, b"x", r[3], b"y", b"%d" % y, b"p", r[1]]
-                own.append((b"%d-0" % seq, [*fields, b"v", r[4], b"w", stamp.encode()]))
+                p, seq = _int(r[1], "prediction"), _int(r[2], "seq")
+                out.append(LabelResult("ok", p, seq, instance=r[3]))
             elif status == "repeat":
                 u = -1 if r[3] in (b"", None) else _int(r[3], "updated")
                 out.append(LabelResult("repeat", _int(r[1], "prediction"), _int(r[2], "seq"), u))
@@ -1008,10 +1010,13 @@ class ModelStore:
             else:
                 out.append(_BARE_LABEL[r[0]])
         sync = self._sync(reply, stamp)
-        # the log's seqs run without a gap: the entries reach the first appended one
-        # unless the limit cut them short (then the caller reads the rest, these included)
-        if own and len(sync.entries) == sync.version - len(own) - known:
-            sync = replace(sync, entries=sync.entries + own)
+        # the labels applied are the log's last entries, in order
+        applied = [r.seq for r in out if r.status == "ok"]
+        if applied != list(range(sync.version - len(applied) + 1, sync.version + 1)):
+            raise CorruptData(
+                f"model {name!r}: labels applied as log entries {applied[:4]} ending the "
+                f"log at {sync.version}"
+            )
         return sync, out
 
     async def learn(

@@ -114,6 +114,53 @@ def test_entries_applied_together_are_applied_as_one_by_one_across_a_change() ->
     assert together.learner.trials_ == 5
 
 
+def test_own_labels_replay_as_their_entries_in_the_log_do() -> None:
+    """Labels a worker applied are replayed from what the script answered (instance as
+    stored, class, prediction served, trial id) as the same entries read from the log
+    are: the same learner, outcomes and stamp; an instance that does not decode, or a
+    prediction beyond the model's labels, quarantined alike; an instance the worker
+    holds taken as it is."""
+    m = LiveModel("m", "inc", FUSION)
+    votes = [{"e0": "a", "e1": "b"}, {"e1": "c", "e2": "c"}, {"e0": "b"}, {"e2": "a"}]
+    xs = [m.encode({"experts": v}) for v in votes]
+    data = [encode_instance(x) for x in xs]
+    items = [
+        (data[0], 0, 1, "t1"),
+        (b"E" + b"\x00" * 15, 1, 0, "t2"),  # its expert beyond the model's
+        (data[1], 2, 2, "t3"),
+        (data[2], 1, 7, "t4"),  # served a prediction the model cannot have made
+        (data[3], 0, 0, "t5"),
+    ]
+    log = [
+        (
+            b"%d-0" % (3 + i),
+            [b"k", b"l", b"t", t.encode(), b"x", x, b"y", b"%d" % y, b"p", b"%d" % p],
+        )
+        for i, (x, y, p, t) in enumerate(items)
+    ]
+    log = [(i, [*f, b"v", b"1", b"w", b"abc"]) for i, f in log]
+    start = [
+        (b"1-0", [b"k", b"n", b"x", data[3], b"y", b"1", b"w", b"ab"]),
+        (b"2-0", [b"k", b"n", b"x", data[0], b"y", b"2", b"w", b"ab"]),
+    ]
+    held = {data[1]: xs[1]}
+    own, read = LiveModel("m", "inc", FUSION), LiveModel("m", "inc", FUSION)
+    own.apply(start)
+    own.apply_labels(3, items, "abc", held.get)
+    read.apply(start + log)
+    assert own.version == read.version == 7 and own.stamp == read.stamp == "abc"
+    assert own.quarantined == read.quarantined == 2
+    assert own.unfolded == read.unfolded and own.recent == read.recent
+    assert own.unfolded[5] == (2, 2, own.recent[5].updated, "t3")
+    assert orjson.dumps(own.learner.export_state()) == orjson.dumps(read.learner.export_state())
+    assert own.learner.trials_ == 5  # two learns and three labels
+    before = orjson.dumps(own.learner.export_state())
+    own.apply_labels(3, items, "abc")  # applied already: nothing again
+    assert own.version == 7 and orjson.dumps(own.learner.export_state()) == before
+    with pytest.raises(live.LogGap):  # after a gap: the log is read first
+        own.apply_labels(9, items[:1], "abd")
+
+
 @pytest.mark.parametrize("folded", [0, 7, 30])
 def test_a_run_learned_in_one_compiled_call_keeps_the_outcomes_one_by_one_keeps(
     monkeypatch: pytest.MonkeyPatch, folded: int

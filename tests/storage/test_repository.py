@@ -301,8 +301,11 @@ async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -
     )
     sync, lab = await store.label("m", inc, 1, fold=b"", limit=10, items=[("t1", 0), ("t1", 0)])
     assert [r.status for r in lab] == ["ok", "repeat"] and lab[0].seq == 2 == sync.version
-    e = decode_entry(*sync.entries[-1], 4, 2)
+    (logged,) = await store.read_log("m", 1, 10)
+    e = decode_entry(*logged, 4, 2)
     assert (e.kind, e.trial_id, e.predicted, e.y) == ("label", "t1", 1, 0)
+    fields = logged[1]
+    assert lab[0].instance == x_bytes(1) == fields[fields.index(b"x") + 1]
     _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t1", 1), ("zz", 1)])
     assert [r.status for r in lab] == ["conflict", "unknown"] and lab[0].label == 0
     # the trial keeps only what a retried label needs
@@ -573,32 +576,50 @@ async def test_a_label_is_logged_with_the_version_its_prediction_was_served_at(
     assert (entry.kind, entry.predicted, entry.served_at) == ("label", 1, 2)
 
 
-async def test_a_label_call_gives_back_the_entries_it_appended_as_the_log_holds_them(
+async def test_a_label_call_gives_back_the_entries_before_its_own_and_what_it_applied(
     store: ModelStore,
 ) -> None:
+    """The entries a label call gives back stop before the first label it applied, as
+    a learn call's do; its results hold what the caller replays those from: each
+    applied label's log entry, its instance as the entry keeps it and the prediction
+    served."""
     inc = await create(store)
     ids = [f"t{i}" for i in range(6)]
     items = [(t, x_bytes(i), i % 2, b"\x00" * 16) for i, t in enumerate(ids)]
     await store.predict(
         "m", inc, 0, strict=True, ttl_ms=60_000, fold=b"", limit=0, most_pending=10, items=items
     )
-    # another worker's trials come first: the reply brings them and then the labels
+    # another worker's trials come first: the reply brings them, then the labels' results
     await learn(store, "m", inc, 0, limit=0, items=[(x_bytes(1), 1), (x_bytes(2), 0)])
     sync, got = await store.label("m", inc, 0, fold=b"", limit=10, items=[(t, 1) for t in ids[:3]])
     assert [r.seq for r in got] == [3, 4, 5] and sync.version == 5
-    assert entries(sync) == await store.read_log("m", 0, 10)
-    # a repeated, an unknown and an applied label: the entries are the applied one's
+    assert entries(sync) == await store.read_log("m", 0, 10, 2)
+    logged = [decode_entry(*e, 4, 2) for e in await store.read_log("m", 2, 10)]
+    assert [(e.seq, e.trial_id, e.y) for e in logged] == [(3, "t0", 1), (4, "t1", 1), (5, "t2", 1)]
+    assert [r.instance for r in got] == [x_bytes(0), x_bytes(1), x_bytes(2)]
+    assert [r.predicted for r in got] == [e.predicted for e in logged] == [0, 1, 0]
+    # a repeated, an unknown and an applied label: none before it, nothing of the others
     sync, got = await store.label(
         "m", inc, 5, fold=b"", limit=10, items=[("t0", 1), ("zz", 1), ("t3", 0)]
     )
     assert [r.status for r in got] == ["repeat", "unknown", "ok"]
-    assert entries(sync) == await store.read_log("m", 5, 10) and len(sync.entries) == 1
-    # the others' entries cut short by the limit: nothing after the gap, the caller
-    # reads the rest of the log
+    assert sync.entries == [] and got[2].seq == 6 == sync.version
+    assert [r.instance for r in got] == [b"", b"", x_bytes(3)]
+    # the others' entries cut short by the limit: the caller reads the rest of the log
     await learn(store, "m", inc, 6, limit=0, items=[(x_bytes(3), 1)] * 3)
     sync, got = await store.label("m", inc, 6, fold=b"", limit=2, items=[("t4", 1)])
     assert got[0].seq == 10 == sync.version
     assert entries(sync) == await store.read_log("m", 6, 2) and len(sync.entries) == 2
+
+
+async def test_labels_applied_out_of_the_logs_order_are_refused(store: ModelStore) -> None:
+    """The labels a call applied are the log's last entries, in order: a reply that says
+    otherwise is not the script's, and is refused rather than replayed."""
+    inc = await create(store)
+    text = "return {'ok', '7', '0', {}, {{'ok', '0', '3', 'x', ''}, {'ok', '1', '5', 'x', ''}}}"
+    store._scripts["LABEL"] = (hashlib.sha1(text.encode()).hexdigest(), text)
+    with pytest.raises(CorruptData, match="labels applied as log entries"):
+        await store.label("m", inc, 0, fold=b"", limit=10, items=[("t0", 1), ("t1", 0)])
 
 
 @pytest.mark.parametrize("result", ["{'ok', '0', '1'}", "{'ok', '0', '1', 5, ''}"])
