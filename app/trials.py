@@ -47,6 +47,15 @@ _EARLIER = "Idempotency-Key was used with a model of this name that has been del
 GATHER_MOST = 64  # single-trial calls of one model sent together at most
 
 
+def _updated_here(m: LiveModel, seq: int, stored: int) -> bool | None:
+    """Whether applying log entry ``seq`` updated the learner, as its stored outcome
+    (``stored``, -1 for none yet) or ``m`` says; None when neither does."""
+    if stored >= 0:
+        return stored == 1
+    got = m.recent.get(seq)
+    return None if got is None else got.updated
+
+
 class TrialCalls:
     """Predict, label and learn on the models ``replicas`` holds."""
 
@@ -325,7 +334,9 @@ class TrialCalls:
             self.replicas.snapshot_due(m, min(applied), max(applied))
         for (i, t, y), r in zip(todo, results, strict=True):
             if r.status in ("ok", "repeat"):
-                updated = await self._updated(m, t, r.seq, r.updated)
+                updated = _updated_here(m, r.seq, r.updated)
+                if updated is None:
+                    updated = await self._updated(m, t, r.seq)
                 out[i] = {"trial_id": t, **self._judged(m, r.predicted, y, updated)}
             elif r.status == "conflict":
                 out[i] = TrialConflict(
@@ -341,14 +352,12 @@ class TrialCalls:
                 out[i] = TrialNotFound(f"no pending trial {t!r} (unknown or long expired)")
         return out
 
-    async def _updated(self, m: LiveModel, trial_id: str, seq: int, stored: int) -> bool:
-        """Whether applying log entry ``seq`` updated the learner."""
-        if stored >= 0:
-            return stored == 1
+    async def _updated(self, m: LiveModel, trial_id: str, seq: int) -> bool:
+        """Whether applying log entry ``seq`` updated the learner, when neither its stored
+        outcome nor ``m`` says (:func:`_updated_here`): replayed elsewhere and folded
+        meanwhile, it is read back."""
+        m = await self.replicas.sync(m)
         got = m.recent.get(seq)
-        if got is None:  # replayed elsewhere and folded meanwhile: read it back
-            m = await self.replicas.sync(m)
-            got = m.recent.get(seq)
         if got is None:
             u = await self.store.read_outcome(m.name, m.incarnation, trial_id)
             if u is None:
