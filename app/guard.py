@@ -139,6 +139,15 @@ class Guard:
             detail = "reading the API keys from Redis: retry shortly"
             await self._refuse(scope, receive, send, 503, detail, 1013, (b"retry-after", b"1"))
             return
+        if not ring.on and auth[:7].lower() == b"bearer ":
+            # a key shown to a worker that knows none: one was made a moment ago on
+            # another worker or host, perhaps, and auth is on from then (the table of a
+            # service without keys is empty: cheap to read, and reads at once share one)
+            try:
+                await ring.reload()
+            except StorageError as e:
+                await self._refuse(scope, receive, send, 503, str(e), 1013)
+                return
         principal = Principal(None)
         if ring.on:
             key = None

@@ -51,6 +51,28 @@ def test_keys_made_on_the_command_line_gate_the_service(
     assert rc == 0 and listed["id"] not in out
 
 
+def test_the_first_key_holds_from_its_first_use_on_a_worker_that_knew_none(
+    redis_url: str, redis_prefix: str, server_thread: type, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker polls the key table a few times a second; one that knows no key yet
+    (auth off) and is shown one reads the table at once, so that key's scope and limits
+    hold from its first request rather than after the next poll."""
+    where = ["--redis-url", redis_url, "--key-prefix", redis_prefix]
+    settings = Settings(redis_url=redis_url, key_prefix=redis_prefix, warmup=False)
+    model = {"labels": [0, 1], "input": {"attributes": {"n_features": 4}}}
+    with server_thread(settings) as server, httpx.Client(base_url=server.url) as c:
+        assert c.get("/v1/models").status_code == 200  # no key yet: open
+        rc, key, _ = _keys(capsys, "create", "--scope", "read", *where)
+        assert rc == 0
+        made = c.post(
+            "/v1/models",
+            json={"name": "m", **model, "learner": {"kind": "winnow"}},
+            headers={"Authorization": f"Bearer {key.strip()}"},
+        )
+        assert made.status_code == 403, made.text  # a read key makes no model
+        assert c.get("/v1/models").status_code == 401
+
+
 def test_keys_reach_the_private_redis_of_a_running_service(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
