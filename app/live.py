@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import orjson
@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("committee.live")
+T = TypeVar("T")
 RECENT = 1 << 14  # outcomes kept for answering requests, by log seq
 FOLD_BATCH = 5_000  # outcomes reported per script call at most
 BATCH_REPLAY = 16  # own learn entries replayed in one compiled call from this many
@@ -522,12 +523,7 @@ class LiveModel:
         instances it encoded rather than from their copies in Redis. ``key`` is the
         idempotency key they were appended under, if any (see
         :func:`storage.codec.fold_id`), ``stamp`` the stamp of the call that did."""
-        todo = list(items)
-        if self.version >= first:  # some were applied already
-            todo = todo[self.version + 1 - first :]
-            first = self.version + 1
-        if todo and first != self.version + 1:
-            raise LogGap(f"model {self.name!r}: log entry {first} after {self.version}")
+        first, todo = self._unapplied(first, items)
         tag = fold_id(key)
         while todo:
             done = self._replay_compiled(first, todo, tag) if len(todo) >= BATCH_REPLAY else 0
@@ -538,6 +534,17 @@ class LiveModel:
             first += done
             todo = todo[done:]
             self.stamp = stamp
+
+    def _unapplied(self, first: int, items: Iterable[T]) -> tuple[int, list[T]]:
+        """Of ``items``, the entries from ``first`` on, those not applied yet and the
+        first one's seq; :class:`LogGap` when they do not follow this model's version."""
+        todo = list(items)
+        if self.version >= first:  # some were applied already
+            todo = todo[self.version + 1 - first :]
+            first = self.version + 1
+        if todo and first != self.version + 1:
+            raise LogGap(f"model {self.name!r}: log entry {first} after {self.version}")
+        return first, todo
 
     def apply_labels(
         self,
@@ -551,12 +558,7 @@ class LiveModel:
         the entry keeps it, its class, the prediction served and the trial id. Each is
         decoded (or taken from ``known``) and checked as :meth:`apply` does an entry of
         the log, and what fails is quarantined as every worker reading the entry does."""
-        todo = list(items)
-        if self.version >= first:  # some were applied already
-            todo = todo[self.version + 1 - first :]
-            first = self.version + 1
-        if todo and first != self.version + 1:
-            raise LogGap(f"model {self.name!r}: log entry {first} after {self.version}")
+        first, todo = self._unapplied(first, items)
         xs = held_or_decoded([data for data, _, _, _ in todo], self.size, self.k, known)
         top = self.k - 1
         for seq, x, (_, y, p, trial_id) in zip(itertools.count(first), xs, todo, strict=False):
