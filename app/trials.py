@@ -322,16 +322,16 @@ class TrialCalls:
         if got is None:
             return out
         sync, results = got
+        # the labels applied, the log's last entries in order (the store checks)
+        applied = [r.seq for r in results if r.status == "ok"]
         own = [
             (r.instance, y, r.predicted, t)
             for (_, t, y), r in zip(todo, results, strict=True)
             if r.status == "ok"
         ]
-        first = sync.version - len(own) + 1
-        m = await self.replicas.catch_up(m, sync, labels=(first, own) if own else None)
-        applied = [r.seq for r in results if r.status == "ok"]
+        m = await self.replicas.catch_up(m, sync, labels=(applied[0], own) if own else None)
         if applied:
-            self.replicas.snapshot_due(m, min(applied), max(applied))
+            self.replicas.snapshot_due(m, applied[0], applied[-1])
         for (i, t, y), r in zip(todo, results, strict=True):
             if r.status in ("ok", "repeat"):
                 updated = _updated_here(m, r.seq, r.updated)
