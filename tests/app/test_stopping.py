@@ -98,6 +98,9 @@ def test_a_stopping_worker_folds_the_outcomes_it_holds_at_once(
     assert _meta(redis_url, redis_prefix, name) == (6, 6)
 
 
+BACKTEST_BATCHES = 40
+
+
 def test_a_stopping_worker_ends_its_backtest_as_stopped_and_keeps_its_progress(
     redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -112,7 +115,7 @@ def test_a_stopping_worker_ends_its_backtest_as_stopped_and_keeps_its_progress(
         made = c.post("/v1/models", json={"name": name, **_binary(8)})
         assert made.status_code == 201, made.text
         rng = np.random.default_rng(3)
-        for _ in range(10):
+        for _ in range(BACKTEST_BATCHES):  # a log long enough to outlast the stop
             xs = rng.integers(2, size=(2_000, 8))
             items = [
                 {"instance": {"features": x.tolist()}, "label": 1 if x[0] | x[3] else -1}
@@ -134,4 +137,4 @@ def test_a_stopping_worker_ends_its_backtest_as_stopped_and_keeps_its_progress(
         job = c.get(f"/v1/jobs/{job_id}").json()
     assert job["status"] == "failed" and job["error"] == "the worker running it stopped", job
     done = job["progress"]["done"]
-    assert 0 <= done < 20_000 and job["result"]["model"]["trials"] == done
+    assert 0 <= done < 2_000 * BACKTEST_BATCHES and job["result"]["model"]["trials"] == done
