@@ -638,6 +638,8 @@ class LiveModel:
             for seq in range(self.folded + 1, min(sync.folded, self.version) + 1):
                 self.unfolded.pop(seq, None)
             self.folded = sync.folded
+        if sync.fold_ignored:  # the next call sends again from the first unfolded
+            self.fold_sent = min(self.fold_sent, self.folded)
 
     def fold_payload(self, upto: int | None = None) -> bytes:
         """The outcomes to report: those not sent yet, contiguous (up to log entry
@@ -645,8 +647,10 @@ class LiveModel:
 
         The scripts of one process reach Redis in order over one connection, so what was
         sent is folded before what is sent next: a payload is made just as its call is
-        sent, never before an await. Outcomes still unacknowledged a second after being
-        sent (the call failed, say) are sent again from the first unfolded.
+        sent, never before an await. When Redis ignores a payload all the same (a call
+        before it failed, or a cluster's redirect sent it again later), the reply says so
+        and the next call sends again from the first unfolded; outcomes still
+        unacknowledged a second after being sent are sent again from there too.
         """
         if not self.unfolded:
             return b""

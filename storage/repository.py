@@ -80,12 +80,15 @@ class LogGap(StorageError):
 class Sync:
     """The model's log as a script saw it: its version, how far outcomes are folded,
     and the entries after the caller's known version (at most the limit asked for).
-    ``stamp`` marks the entries the call appended (see :func:`new_stamp`)."""
+    ``stamp`` marks the entries the call appended (see :func:`new_stamp`).
+    ``fold_ignored``: the outcomes the call sent were not folded, those before them not
+    being folded yet (the call that sent those failed, or reached Redis after this one)."""
 
     version: int
     folded: int
     entries: list[RawEntry]
     stamp: str = ""
+    fold_ignored: bool = False
 
 
 # Each write call marks the log entries it appends with a stamp unique to it (field
@@ -347,13 +350,15 @@ def _window(reply: Any) -> tuple[int, int]:
     return t1 - t0, m1 - m0
 
 
-def _fold_keys(k: Keys, incarnation: str, fold: bytes) -> list[str]:
-    """The keys of the trials and records a fold document names (declared to its script)."""
+def _fold_keys(k: Keys, incarnation: str, fold: bytes) -> tuple[int, list[str]]:
+    """The first seq a fold document reports (0: none) and the keys of the trials and
+    records it names (declared to its script)."""
     if not fold:
-        return []
+        return 0, []
     try:
-        return k.folded(incarnation, [e[3] for e in orjson.loads(fold)["e"]])
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as e:
+        doc = orjson.loads(fold)
+        return int(doc["a"]), k.folded(incarnation, [e[3] for e in doc["e"]])
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as e:
         raise ValueError(
             f"a fold document must be {{'a': seq, 'e': [[y, p, u, id]...]}}: {e}"
         ) from None
@@ -909,11 +914,15 @@ class ModelStore:
     # -- trials -----------------------------------------------------------------------
 
     @staticmethod
-    def _sync(reply: list[Any], stamp: str = "") -> Sync:
+    def _sync(reply: list[Any], stamp: str = "", fold_first: int = 0) -> Sync:
+        """The sync of a script's reply; ``fold_first`` is the first seq the call's fold
+        document reported (0: none), ignored by Redis when it folded none before it."""
         entries = reply[3] if len(reply) > 3 else None
         if type(entries) is not list:
             raise CorruptData(f"a script replied {reply!r:.200}: no log entries where expected")
-        return Sync(_int(reply[1], "version"), _int(reply[2], "folded"), list(entries), stamp)
+        folded = _int(reply[2], "folded")
+        ignored = fold_first > folded + 1
+        return Sync(_int(reply[1], "version"), folded, list(entries), stamp, ignored)
 
     async def sync(
         self, name: str, incarnation: str, known: int, fold: bytes, limit: int, *, seen: str = ""
@@ -921,9 +930,9 @@ class ModelStore:
         """Fold, and read the log after ``known`` (``seen``: the stamp of the caller's
         entry at ``known``, checked; every call below takes it alike)."""
         k = self.keys(name)
-        keys = [*k.all_fixed(), *_fold_keys(k, incarnation, fold)]
+        first, named = _fold_keys(k, incarnation, fold)
         args = [incarnation, position(known, seen), fold, limit]
-        return self._sync(await self._run("SYNC", name, keys, args))
+        return self._sync(await self._run("SYNC", name, [*k.all_fixed(), *named], args), "", first)
 
     async def predict(
         self,
@@ -952,9 +961,9 @@ class ModelStore:
             args += [trial_id, x, p, s]
         prefix = k.trial_prefix(incarnation)
         trials = [prefix + t[0] for t in items]
-        keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
-        reply = await self._run("PREDICT", name, keys, args)
-        sync = self._sync(reply)
+        first, named = _fold_keys(k, incarnation, fold)
+        reply = await self._run("PREDICT", name, [*k.all_fixed(), *trials, *named], args)
+        sync = self._sync(reply, "", first)
         if reply[0] == b"stale":
             return sync, None
         out = []
@@ -992,8 +1001,8 @@ class ModelStore:
             args += [trial_id, y]
         prefix = k.trial_prefix(incarnation)
         trials = [prefix + t[0] for t in items]
-        keys = [*k.all_fixed(), *trials, *_fold_keys(k, incarnation, fold)]
-        reply = await self._run("LABEL", name, keys, args)
+        fold_first, named = _fold_keys(k, incarnation, fold)
+        reply = await self._run("LABEL", name, [*k.all_fixed(), *trials, *named], args)
         out = []
         for (trial_id, _), r in zip(items, _results("LABEL", name, reply, len(items)), strict=True):
             status = _text(r[0])
@@ -1009,7 +1018,7 @@ class ModelStore:
                 out.append(LabelResult("conflict", label=_int(r[1], "label")))
             else:
                 out.append(_BARE_LABEL[r[0]])
-        sync = self._sync(reply, stamp)
+        sync = self._sync(reply, stamp, fold_first)
         # the labels applied are the log's last entries, in order
         applied = [r.seq for r in out if r.status == "ok"]
         if applied != list(range(sync.version - len(applied) + 1, sync.version + 1)):
@@ -1046,8 +1055,8 @@ class ModelStore:
             args.append(len(g.items))
             for x, y in g.items:
                 args += [x, y]
-        keys += _fold_keys(k, incarnation, fold)
-        reply = await self._run("LEARN", name, keys, args)
+        fold_first, named = _fold_keys(k, incarnation, fold)
+        reply = await self._run("LEARN", name, [*keys, *named], args)
         out = []
         for r in _results("LEARN", name, reply, len(groups)):
             status = _text(r[0])
@@ -1058,7 +1067,7 @@ class ModelStore:
                 out.append(LearnResult("repeat", first, count, _text(r[3]), r[4] or b""))
             else:
                 out.append(LearnResult("mismatch"))
-        return self._sync(reply, stamp), out
+        return self._sync(reply, stamp, fold_first), out
 
     async def save_snapshot(
         self,
@@ -1077,7 +1086,7 @@ class ModelStore:
         and ``seen`` is the stamp of the entry there: a state learned from entries the
         log no longer holds raises :class:`LogGap` and is not kept."""
         k = self.keys(name)
-        keys = [*k.all_fixed(), *_fold_keys(k, incarnation, fold)]
+        keys = [*k.all_fixed(), *_fold_keys(k, incarnation, fold)[1]]
         args = [incarnation, position(version, seen), state, fold, retain, space]
         reply = await self._run("SNAPSHOT", name, keys, args)
         return bool(reply[0] == b"ok")
@@ -1105,7 +1114,7 @@ class ModelStore:
         its idempotency record ("import", "rollback")."""
         k = self.keys(name)
         keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
-        keys += _fold_keys(k, incarnation, fold)
+        keys += _fold_keys(k, incarnation, fold)[1]
         args = [incarnation, position(known, seen, new_stamp()), state, fold, limit]
         args += [idem.digest if idem else "", keep_ms, space, what, op]
         return self._appended(await self._run("IMPORT", name, keys, args), incarnation)
@@ -1161,7 +1170,7 @@ class ModelStore:
         first. A retry with ``idem`` returns the first seq."""
         k = self.keys(name)
         keys = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
-        keys += _fold_keys(k, incarnation, fold)
+        keys += _fold_keys(k, incarnation, fold)[1]
         args = [incarnation, position(known, seen, new_stamp()), change, fold, limit]
         args += [idem.digest if idem else "", keep_ms, space, sizes[0], sizes[1], checked, what]
         return self._appended(await self._run("CHANGE", name, keys, args), incarnation)

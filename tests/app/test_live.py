@@ -73,6 +73,25 @@ def test_outcomes_sent_up_to_a_version_leave_the_rest_to_send(
     assert payload(m) == [3, 4]
 
 
+def test_outcomes_redis_ignored_are_sent_again_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reply that says the call's outcomes were not folded (those before them were
+    not yet) has the next call send again from the first unfolded, without waiting for
+    the resend; a reply that does not say so leaves what is in flight alone."""
+    monkeypatch.setattr(live.time, "monotonic", lambda: 100.0)
+    m = LiveModel("m", "inc", CONFIG)
+    x = m.encode({"features": [1, 0, 1, 0]})
+    m.apply_own(1, [(x, 0), (x, 1), (x, 0)])
+    assert payload(m) == [1, 2, 3]  # lost with its call
+    m.apply_own(4, [(x, 1), (x, 0)])
+    assert payload(m) == [4, 5]
+    m.acknowledge(Sync(version=5, folded=0, entries=[]))  # the reply of 1-3's call, say
+    assert payload(m) == []
+    m.acknowledge(Sync(version=5, folded=0, entries=[], fold_ignored=True))
+    assert payload(m) == [1, 2, 3, 4, 5]
+    m.acknowledge(Sync(version=5, folded=5, entries=[]))
+    assert m.unfolded == {} and payload(m) == []
+
+
 FUSION = {
     "labels": ["a", "b", "c"],
     "input": {"experts": {"expert_names": ["e0", "e1", "e2"]}},

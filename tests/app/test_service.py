@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app import replicas
 from app.config import Settings
 from app.errors import TrialConflict
 from app.service import ModelService
@@ -133,6 +134,26 @@ async def test_a_snapshot_takes_its_outcomes_to_fold_as_it_is_sent(
     assert snap is not None and snap[0] == 10
     await a.replicas.sync(await a.replicas.live("m"))
     assert (await a.store.read("m")).folded == 11
+
+
+async def test_outcomes_sent_after_lost_ones_are_sent_again_by_the_next_call(
+    services: list[ModelService], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis folds outcomes in order: those a call sends after outcomes that never
+    arrived (their call failed, or a cluster's redirect sent it again later) are
+    ignored. The reply says so, and the next call sends every unfolded outcome again,
+    rather than a second later."""
+    monkeypatch.setattr(replicas, "FLUSH_DELAY", 60.0)  # no idle fold in between
+    a = services[0]
+    await a.create_model("m", CONFIG)
+    await a.trials.learn("m", trials(10, 0))
+    m = await a.replicas.live("m")
+    assert m.unfolded and (await a.store.read("m")).folded == 0
+    assert m.fold_payload()  # 1-10: sent with a call that fails
+    await a.trials.learn("m", trials(1, 1))  # 11 reaches Redis with no outcome to send
+    await a.trials.learn("m", trials(1, 2))  # sends 11, ignored
+    await a.trials.learn("m", trials(1, 3))  # sends 1-12 again
+    assert (await a.store.read("m")).folded == 12
 
 
 async def test_state_import_reaches_other_workers(services: list[ModelService]) -> None:

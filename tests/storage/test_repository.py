@@ -117,6 +117,22 @@ async def test_fold_counts_each_outcome_once(store: ModelStore) -> None:
     assert m.confusion == {(0, 1): 2, (0, 0): 2}
 
 
+async def test_a_sync_says_when_the_outcomes_it_sent_were_ignored(store: ModelStore) -> None:
+    """Outcomes reported after a gap are ignored, and the reply says so; those that
+    fold, all or in part, and a call that sends none, are not reported ignored."""
+    inc = await create(store)
+    await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(4)])
+    o = (0, 1, 1, "")
+    assert (await store.sync("m", inc, 4, fold(3, [o, o]), 0)).fold_ignored
+    assert not (await store.sync("m", inc, 4, b"", 0)).fold_ignored
+    assert not (await store.sync("m", inc, 4, fold(1, [o]), 0)).fold_ignored
+    assert (await store.sync("m", inc, 4, fold(3, [o]), 0)).fold_ignored
+    sync = await store.sync("m", inc, 4, fold(1, [o, o, o]), 0)  # 1 again, 2 and 3 new
+    assert sync.folded == 3 and not sync.fold_ignored
+    sync, _ = await learn(store, "m", inc, 4, fold=fold(5, [o]), limit=0, items=[(x_bytes(9), 1)])
+    assert sync.fold_ignored and sync.folded == 3
+
+
 async def test_mistake_curve_is_down_sampled(store: ModelStore) -> None:
     inc = await create(store)
     n = 1300
