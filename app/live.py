@@ -639,7 +639,7 @@ class LiveModel:
                 self.unfolded.pop(seq, None)
             self.folded = sync.folded
         if sync.fold_ignored:  # the next call sends again from the first unfolded
-            self.fold_sent = min(self.fold_sent, self.folded)
+            self.fold_sent = self.folded
 
     def fold_payload(self, upto: int | None = None) -> bytes:
         """The outcomes to report: those not sent yet, contiguous (up to log entry

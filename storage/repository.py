@@ -930,9 +930,10 @@ class ModelStore:
         """Fold, and read the log after ``known`` (``seen``: the stamp of the caller's
         entry at ``known``, checked; every call below takes it alike)."""
         k = self.keys(name)
-        first, named = _fold_keys(k, incarnation, fold)
+        fold_first, named = _fold_keys(k, incarnation, fold)
         args = [incarnation, position(known, seen), fold, limit]
-        return self._sync(await self._run("SYNC", name, [*k.all_fixed(), *named], args), "", first)
+        reply = await self._run("SYNC", name, [*k.all_fixed(), *named], args)
+        return self._sync(reply, "", fold_first)
 
     async def predict(
         self,
@@ -961,9 +962,9 @@ class ModelStore:
             args += [trial_id, x, p, s]
         prefix = k.trial_prefix(incarnation)
         trials = [prefix + t[0] for t in items]
-        first, named = _fold_keys(k, incarnation, fold)
+        fold_first, named = _fold_keys(k, incarnation, fold)
         reply = await self._run("PREDICT", name, [*k.all_fixed(), *trials, *named], args)
-        sync = self._sync(reply, "", first)
+        sync = self._sync(reply, "", fold_first)
         if reply[0] == b"stale":
             return sync, None
         out = []
