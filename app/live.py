@@ -39,7 +39,7 @@ from storage.codec import (
     held_or_decoded,
 )
 from storage.errors import CorruptData
-from storage.repository import LogGap, RawEntry, Sync, with_space
+from storage.repository import LogGap, RawEntry, Saved, Sync, with_space
 
 __all__ = [
     "Applied",
@@ -632,8 +632,8 @@ class LiveModel:
             for t, seq in enumerate(range(start, end), start - first)
         )
 
-    def acknowledge(self, sync: Sync) -> None:
-        """Note how far the shared counters are folded."""
+    def acknowledge(self, sync: Sync | Saved) -> None:
+        """Note how far the shared counters are folded, as a script's reply says."""
         if sync.folded > self.folded:
             for seq in range(self.folded + 1, min(sync.folded, self.version) + 1):
                 self.unfolded.pop(seq, None)

@@ -316,7 +316,7 @@ class Replicas:
             # them, taken the earlier ones. They stop at the state's version, which the
             # script checks against the stamp of the log entry there
             fold = m.fold_payload(upto=version)
-            if await self.store.save_snapshot(
+            saved = await self.store.save_snapshot(
                 m.name,
                 m.incarnation,
                 version,
@@ -325,7 +325,9 @@ class Replicas:
                 self.settings.log_retain,
                 seen=stamp,
                 space=space,
-            ):
+            )
+            m.acknowledge(saved)
+            if saved.kept:
                 m.snapshot_version = version
         except LogGap:  # this copy learned from entries the log no longer holds
             log.warning("model %s: the log changed under this worker's copy; reloading", m.name)

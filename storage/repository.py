@@ -54,6 +54,7 @@ __all__ = [
     "NotDurable",
     "PredictResult",
     "RawEntry",
+    "Saved",
     "Snapshot",
     "Statistics",
     "StoredModel",
@@ -89,6 +90,17 @@ class Sync:
     entries: list[RawEntry]
     stamp: str = ""
     fold_ignored: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """What a snapshot's script answered: whether the state is kept (False: outcomes up
+    to its version are not folded yet), how far outcomes are folded, and whether those
+    the call sent were ignored (as :attr:`Sync.fold_ignored`)."""
+
+    kept: bool
+    folded: int
+    fold_ignored: bool
 
 
 # Each write call marks the log entries it appends with a stamp unique to it (field
@@ -1081,16 +1093,20 @@ class ModelStore:
         *,
         seen: str = "",
         space: bytes = b"",
-    ) -> bool:
-        """Keep ``state`` as the model at ``version`` if newer; False if outcomes up to
-        ``version`` are not folded yet. ``fold`` holds outcomes up to ``version`` at most,
-        and ``seen`` is the stamp of the entry there: a state learned from entries the
-        log no longer holds raises :class:`LogGap` and is not kept."""
+    ) -> Saved:
+        """Keep ``state`` as the model at ``version`` if newer (not kept if outcomes up to
+        ``version`` are not folded yet). ``fold`` holds outcomes up to ``version`` at
+        most, and ``seen`` is the stamp of the entry there: a state learned from entries
+        the log no longer holds raises :class:`LogGap` and is not kept."""
         k = self.keys(name)
-        keys = [*k.all_fixed(), *_fold_keys(k, incarnation, fold)[1]]
+        fold_first, named = _fold_keys(k, incarnation, fold)
         args = [incarnation, position(version, seen), state, fold, retain, space]
-        reply = await self._run("SNAPSHOT", name, keys, args)
-        return bool(reply[0] == b"ok")
+        reply = await self._run("SNAPSHOT", name, [*k.all_fixed(), *named], args)
+        kept = reply[0] == b"ok"
+        if reply[0] not in (b"ok", b"unfolded") or len(reply) < 2 + kept:
+            raise CorruptData(f"script SNAPSHOT replied {reply!r:.200}")
+        folded = _int(reply[2] if kept else reply[1], "folded")
+        return Saved(kept, folded, fold_first > folded + 1)
 
     async def import_state(
         self,

@@ -156,6 +156,27 @@ async def test_outcomes_sent_after_lost_ones_are_sent_again_by_the_next_call(
     assert (await a.store.read("m")).folded == 12
 
 
+async def test_outcomes_a_snapshot_sent_after_lost_ones_are_sent_again_by_the_next_call(
+    services: list[ModelService], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot's reply says when Redis ignored the outcomes it sent, as a trial
+    call's does: the snapshot is not kept, and the next call sends every unfolded
+    outcome again."""
+    monkeypatch.setattr(replicas, "FLUSH_DELAY", 60.0)  # no idle fold in between
+    a = services[0]
+    await a.create_model("m", CONFIG)
+    await a.trials.learn("m", trials(10, 0))
+    m = await a.replicas.live("m")
+    assert m.fold_payload()  # 1-10: sent with a call that fails
+    await a.trials.learn("m", trials(1, 1))  # 11 reaches Redis with no outcome to send
+    await a.replicas._snapshot(m)  # sends 11, ignored: not kept
+    assert m.snapshot_version == 0 and (await a.store.read_snapshot("m")) is None
+    await a.trials.learn("m", trials(1, 2))  # sends 1-11 again, then appends 12
+    assert (await a.store.read("m")).folded == 11
+    await a.replicas._snapshot(m)  # sends 12
+    assert m.snapshot_version == 12 and (await a.store.read_snapshot("m")) is not None
+
+
 async def test_state_import_reaches_other_workers(services: list[ModelService]) -> None:
     a, b, _ = services
     await a.create_model("m", CONFIG)

@@ -15,7 +15,7 @@ from models.core.instance import Attributes, Experts
 from storage.client import close, connect
 from storage.codec import decode_entry, decode_instance, encode_instance, entry_stamp
 from storage.errors import Conflict, CorruptData, ModelNotFound
-from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Sync
+from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Saved, Sync
 
 pytestmark = pytest.mark.anyio
 CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 4}}}
@@ -131,6 +131,13 @@ async def test_a_sync_says_when_the_outcomes_it_sent_were_ignored(store: ModelSt
     assert sync.folded == 3 and not sync.fold_ignored
     sync, _ = await learn(store, "m", inc, 4, fold=fold(5, [o]), limit=0, items=[(x_bytes(9), 1)])
     assert sync.fold_ignored and sync.folded == 3
+    # a snapshot's reply says so too, kept or not
+    got = await store.save_snapshot("m", inc, 5, b"{}", fold(5, [o]), 10)
+    assert got == Saved(kept=False, folded=3, fold_ignored=True)
+    got = await store.save_snapshot("m", inc, 5, b"{}", fold(4, [o, o]), 10)
+    assert got == Saved(kept=True, folded=5, fold_ignored=False)
+    got = await store.save_snapshot("m", inc, 3, b"{}", fold(3, [o]), 10)
+    assert got == Saved(kept=True, folded=5, fold_ignored=False)  # folded already
 
 
 async def test_mistake_curve_is_down_sampled(store: ModelStore) -> None:
@@ -345,14 +352,16 @@ async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -
 async def test_snapshot_trims_the_log_and_old_readers_reload(store: ModelStore) -> None:
     inc = await create(store)
     await learn(store, "m", inc, 0, fold=b"", limit=0, items=[(x_bytes(i), 0) for i in range(10)])
-    assert not await store.save_snapshot("m", inc, 6, b"{}", b"", 2)  # not folded yet
+    got = await store.save_snapshot("m", inc, 6, b"{}", b"", 2)
+    assert got == Saved(kept=False, folded=0, fold_ignored=False)  # not folded yet
     done = fold(1, [(0, 0, 0, "")] * 6)
-    assert await store.save_snapshot("m", inc, 6, b'{"s": 6}', done, 2)
+    got = await store.save_snapshot("m", inc, 6, b'{"s": 6}', done, 2)
+    assert got == Saved(kept=True, folded=6, fold_ignored=False)
     assert await store.read_snapshot("m") == (6, b'{"s": 6}', "", None)
     # the snapshot's own entry stays: a worker there can still show its stamp
     kept = [b"6-0", b"7-0", b"8-0", b"9-0", b"10-0"]
     assert [e[0] for e in await store.read_log("m", 0, 100)] == kept
-    assert await store.save_snapshot("m", inc, 5, b"older", b"", 2)
+    assert (await store.save_snapshot("m", inc, 5, b"older", b"", 2)).kept
     assert await store.read_snapshot("m") == (6, b'{"s": 6}', "", None)  # the newer one stays
     with pytest.raises(LogGap):
         await store.sync("m", inc, 3, b"", 10)
@@ -402,9 +411,10 @@ async def test_each_write_stamps_its_entries_and_a_worker_shows_the_stamp_it_app
     with pytest.raises(LogGap):  # a stamp that is not the log's at that version
         await store.sync("m", inc, 3, b"", 10, seen=second.stamp)
     # a snapshot keeps the stamp of its entry, and a worker loading it starts from there
-    assert await store.save_snapshot(
+    saved = await store.save_snapshot(
         "m", inc, 5, b"{}", fold(1, [(0, 0, 0, "")] * 5), 10, seen=second.stamp
     )
+    assert saved.kept
     assert await store.read_snapshot("m") == (5, b"{}", second.stamp, None)
 
 
@@ -539,7 +549,7 @@ async def test_a_change_is_an_entry_checked_against_the_input_it_was_made_for(
     m = await store.read("m")
     assert m.folded == 5 and m.counters["mistakes"] == 1 and m.counters["updates"] == 4
     # a snapshot keeps the input its state was learned with
-    assert await store.save_snapshot("m", inc, 5, b"{}", b"", 2, space=wider)
+    assert (await store.save_snapshot("m", inc, 5, b"{}", b"", 2, space=wider)).kept
     assert (await store.read_snapshot("m")).space == orjson.loads(wider)  # type: ignore[union-attr]
 
 
