@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from models.core.instance import Attributes, Experts
@@ -189,6 +189,21 @@ def _run(learner: Learner, xs: list[Any], ys: list[Any]) -> list[bool]:
     return [learner.learn(x, y).mistake for x, y in zip(xs, ys, strict=True)]
 
 
+def _run_alike(a: Learner, b: Learner, xs_a: list[Any], xs_b: list[Any], ys: list[Any]) -> None:
+    """Learn the trials on both learners, which must make the same mistakes. Only a tie
+    lets them part: two labels whose scores are equal but for rounding, where ``a`` and
+    ``b`` hold their weights at different scales (a Committee's start at 1/n) and so
+    round them differently. Each breaks such a tie its own way, and from there they
+    learn different things: the example cannot test exact agreement and is discarded."""
+    for xa, xb, y in zip(xs_a, xs_b, ys, strict=True):
+        top = np.sort(a.scores(xa))[-2:]
+        tied = top.size == 2 and bool(np.isclose(top[0], top[1], rtol=1e-9, atol=0.0))
+        mistake_a, mistake_b = a.learn(xa, y).mistake, b.learn(xb, y).mistake
+        if mistake_a != mistake_b:
+            assume(not tied)
+        assert mistake_a == mistake_b
+
+
 def _positions(rng: np.random.Generator, n: int, extra: int) -> np.ndarray:
     return np.sort(rng.choice(n + extra, size=n, replace=False)).astype(np.int64)
 
@@ -255,16 +270,15 @@ def test_new_sub_experts_and_labels_enter_as_if_silent_from_the_start(
     ys = [labels[int(rng.integers(k))] for _ in before]
     small = build(spec, labels=labels[:k], size=n)
     large = build(spec, labels=labels, size=size)
-    small_mistakes = _run(small, before, ys)
     moved = [Experts(at[x.expert], x.cls, x.value) for x in before]
-    assert small_mistakes == _run(large, moved, ys)
+    _run_alike(small, large, before, moved, ys)
     grown = small.grown(size, at, labels)
     assert grown.labels == tuple(labels)
     _check_same(grown, large)
     _same_state(grown, large)
     after = [_votes(rng, size, len(labels)) for _ in range(30)]
     ys = [labels[int(rng.integers(len(labels)))] for _ in after]
-    assert _run(grown, after, ys) == _run(large, after, ys)
+    _run_alike(grown, large, after, after, ys)
     _check_same(grown, large)
     _same_state(grown, large)
     assert _rebuilt(grown).export_state() == grown.export_state()
