@@ -94,9 +94,10 @@ class Sync:
 
 @dataclass(frozen=True, slots=True)
 class Saved:
-    """What a snapshot's script answered: whether the state is kept (False: outcomes up
-    to its version are not folded yet), how far outcomes are folded, and whether those
-    the call sent were ignored (as :attr:`Sync.fold_ignored`)."""
+    """What a snapshot's script answered: whether the snapshot stands (the state kept,
+    or a newer one kept already; False: outcomes up to its version are not folded yet),
+    how far outcomes are folded, and whether those the call sent were ignored (as
+    :attr:`Sync.fold_ignored`)."""
 
     kept: bool
     folded: int
@@ -1094,7 +1095,7 @@ class ModelStore:
         seen: str = "",
         space: bytes = b"",
     ) -> Saved:
-        """Keep ``state`` as the model at ``version`` if newer (not kept if outcomes up to
+        """Keep ``state`` as the model at ``version`` if newer (not while outcomes up to
         ``version`` are not folded yet). ``fold`` holds outcomes up to ``version`` at
         most, and ``seen`` is the stamp of the entry there: a state learned from entries
         the log no longer holds raises :class:`LogGap` and is not kept."""
