@@ -104,6 +104,13 @@ class Saved:
     fold_ignored: bool
 
 
+def _ignored(fold_first: int, folded: int) -> bool:
+    """Whether Redis ignored the outcomes a call reported from seq ``fold_first`` on (0:
+    none), outcomes being folded up to ``folded`` after it: those before them were not
+    folded yet."""
+    return fold_first > folded + 1
+
+
 # Each write call marks the log entries it appends with a stamp unique to it (field
 # ``w``). A worker remembers the stamp of the last entry it applied and shows it with its
 # version; a script finds out so that the log at that version is no longer what the
@@ -934,8 +941,9 @@ class ModelStore:
         if type(entries) is not list:
             raise CorruptData(f"a script replied {reply!r:.200}: no log entries where expected")
         folded = _int(reply[2], "folded")
-        ignored = fold_first > folded + 1
-        return Sync(_int(reply[1], "version"), folded, list(entries), stamp, ignored)
+        return Sync(
+            _int(reply[1], "version"), folded, list(entries), stamp, _ignored(fold_first, folded)
+        )
 
     async def sync(
         self, name: str, incarnation: str, known: int, fold: bytes, limit: int, *, seen: str = ""
@@ -1107,7 +1115,7 @@ class ModelStore:
         if reply[0] not in (b"ok", b"unfolded") or len(reply) < 2 + kept:
             raise CorruptData(f"script SNAPSHOT replied {reply!r:.200}")
         folded = _int(reply[2] if kept else reply[1], "folded")
-        return Saved(kept, folded, fold_first > folded + 1)
+        return Saved(kept, folded, _ignored(fold_first, folded))
 
     async def import_state(
         self,
