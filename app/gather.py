@@ -6,6 +6,11 @@ meanwhile wait; when it returns, they go together as one batch call (one script 
 one round trip), and so on while calls keep coming. An idle model's call pays nothing
 for it; a busy one's pay one round trip and one script run per batch instead of per call.
 Each caller gets its own item's result, or the batch call's error.
+
+A gather may have several lanes: while fewer calls than that are in flight and none
+waits, a call goes at once on its own; only calls beyond them wait and go together. Reads
+that must see what came before them take this form (a few at once cost little, and
+waiting for a read in flight would double their latency).
 """
 
 from __future__ import annotations
@@ -23,32 +28,36 @@ R = TypeVar("R")
 
 class Gather(Generic[T, R]):
     """Run ``run`` on a list of items (at most ``most``), which returns one result per
-    item, in order; callers hand in one item each (see the module docstring)."""
+    item, in order; callers hand in one item each, at most ``lanes`` calls or batches
+    in flight (see the module docstring)."""
 
-    def __init__(self, run: Callable[[list[T]], Awaitable[Sequence[R]]], most: int) -> None:
+    def __init__(
+        self, run: Callable[[list[T]], Awaitable[Sequence[R]]], most: int, lanes: int = 1
+    ) -> None:
         self._run = run
         self._most = max(1, most)
+        self._lanes = max(1, lanes)
+        self._running = 0  # calls and batches in flight
         self._waiting: list[tuple[T, asyncio.Future[R]]] = []
-        self._busy = False
         self._drain: asyncio.Task[None] | None = None
 
     @property
     def idle(self) -> bool:
-        return not self._busy and not self._waiting
+        return not self._running and not self._waiting and self._drain is None
 
     async def __call__(self, item: T) -> R:
-        if self._busy:
+        # those waiting go first: a call arriving after them waits too
+        if self._running >= self._lanes or self._waiting:
             fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
             self._waiting.append((item, fut))
             return await fut
-        self._busy = True
+        self._running += 1
         try:
             return (await self._run([item]))[0]
         finally:
-            if self._waiting:
+            self._running -= 1
+            if self._waiting and self._drain is None:
                 self._drain = asyncio.ensure_future(self._drain_waiting())
-            else:
-                self._busy = False
 
     async def _drain_waiting(self) -> None:
         batch: list[tuple[T, asyncio.Future[R]]] = []
@@ -59,6 +68,7 @@ class Gather(Generic[T, R]):
                 del self._waiting[: self._most]
                 if not batch:
                     continue
+                self._running += 1
                 try:
                     results = await self._run([i for i, _ in batch])
                 except Exception as e:
@@ -66,6 +76,8 @@ class Gather(Generic[T, R]):
                         if not f.done():
                             f.set_exception(e)
                     continue
+                finally:
+                    self._running -= 1
                 for (_, f), r in zip(batch, results, strict=True):
                     if not f.done():
                         f.set_result(r)
@@ -76,23 +88,27 @@ class Gather(Generic[T, R]):
             self._waiting.clear()
             raise
         finally:
-            self._busy = False
             self._drain = None
 
 
 class Gathers(Generic[K, T, R]):
     """A :class:`Gather` for each key that has calls in flight: made by the first call of
-    its key, with that call's ``run`` and ``most``, and dropped once idle."""
+    its key, with that call's ``run``, ``most`` and ``lanes``, and dropped once idle."""
 
     def __init__(self) -> None:
         self._by: dict[K, Gather[T, R]] = {}
 
     async def __call__(
-        self, key: K, run: Callable[[list[T]], Awaitable[Sequence[R]]], most: int, item: T
+        self,
+        key: K,
+        run: Callable[[list[T]], Awaitable[Sequence[R]]],
+        most: int,
+        item: T,
+        lanes: int = 1,
     ) -> R:
         g = self._by.get(key)
         if g is None:
-            g = self._by[key] = Gather(run, most)
+            g = self._by[key] = Gather(run, most, lanes)
         try:
             return await g(item)
         finally:

@@ -72,6 +72,34 @@ async def test_an_idle_call_goes_alone_and_those_arriving_meanwhile_go_together(
     assert g.idle
 
 
+async def test_calls_within_the_lanes_go_at_once_each_on_its_own_and_the_rest_together() -> (
+    None
+):
+    run = Recorder()
+    g: Gather[int, int] = Gather(run, most=10, lanes=2)
+    run.hold = True
+    a, b = asyncio.ensure_future(g(1)), asyncio.ensure_future(g(2))
+    await started()
+    assert run.batches == [[1], [2]]  # both lanes taken, neither waited
+    rest = [asyncio.ensure_future(g(i)) for i in (3, 4, 5)]
+    await started()
+    assert run.batches == [[1], [2]] and not g.idle  # beyond the lanes: they wait
+    run.gates[0].set()  # one lane frees: those waiting go, together
+    assert await a == 2
+    await started()
+    assert run.batches == [[1], [2], [3, 4, 5]]
+    run.gates[2].set()  # their batch returns while the second call is still in flight
+    assert await asyncio.gather(*rest) == [6, 8, 10]
+    late = asyncio.ensure_future(g(6))  # a lane is free and nobody waits: at once
+    await started()
+    assert run.batches[-1] == [6] and not b.done()
+    run.release()
+    assert await asyncio.gather(b, late) == [4, 12]
+    await started()
+    assert g.idle
+    assert await g(7) == 14 and run.batches[-1] == [7]
+
+
 async def test_a_failed_batch_fails_its_callers_only() -> None:
     run = Recorder()
     g: Gather[int, int] = Gather(run, most=2)
