@@ -72,9 +72,7 @@ async def test_an_idle_call_goes_alone_and_those_arriving_meanwhile_go_together(
     assert g.idle
 
 
-async def test_calls_within_the_lanes_go_at_once_each_on_its_own_and_the_rest_together() -> (
-    None
-):
+async def test_calls_within_the_lanes_go_at_once_and_the_rest_wait_and_go_together() -> None:
     run = Recorder()
     g: Gather[int, int] = Gather(run, most=10, lanes=2)
     run.hold = True
