@@ -88,9 +88,9 @@ class Kept:
         self.hits = 0  # instances taken
         # in the order put: the oldest leaves at O(1) (a dict's first key is found by
         # walking past every slot emptied since it last grew)
-        # each with the buffers it views
+        # each with its share of the buffers it views: [those buffers, instances held]
         self._by: OrderedDict[bytes, tuple[Attributes | Experts, list[Any]]] = OrderedDict()
-        # id of a buffer the held instances view -> [the buffer, instances viewing it, bytes]
+        # id of a buffer the held instances view -> [the buffer, shares of it held, bytes]
         self._buffers: dict[int, list[Any]] = {}
 
     def __len__(self) -> int:
@@ -102,39 +102,41 @@ class Kept:
 
     def put_many(self, pairs: Iterable[tuple[bytes, Attributes | Experts]]) -> None:
         """Hold each instance, stored as the bytes beside it: those of one group or batch
-        view the same buffers, found once."""
-        found: dict[tuple[int, ...], list[Any]] = {}
+        view the same buffers, found once and counted as one share of them."""
+        by, most = self._by, self.most
+        found: dict[tuple[int, ...], list[Any]] = {}  # views -> [owners, instances held]
         for data, x in pairs:
-            if data in self._by:
+            if data in by:
                 continue
+            size = len(data) + KEPT_ENTRY
             views = _views(x)
-            owners = found.get(views) if views else None
-            if owners is None:
-                owners = _owners(x)
-                if views:
-                    found[views] = owners
-            self._put(data, x, owners)
-
-    def _put(self, data: bytes, x: Attributes | Experts, owners: list[Any]) -> None:
-        size = len(data) + KEPT_ENTRY
-        buffers = self._buffers
-        new = sum([_nbytes(o) for o in owners if id(o) not in buffers])
-        if size + new > self.most:  # its buffers would not fit: copies of its own arrays
-            x = _own(x)
-            owners = _owners(x)
-            new = sum([_nbytes(o) for o in owners])
-            if size + new > self.most:
-                return
-        for o in owners:
-            held = buffers.get(id(o))
-            if held is None:
-                buffers[id(o)] = [o, 1, _nbytes(o)]
-            else:
-                held[1] += 1
-        self._by[data] = (x, owners)
-        self.held += size + new
-        while self.held > self.most:
-            self._release(*self._by.popitem(last=False))
+            share = found.get(views) if views else None
+            new = 0
+            # the first of its group here, or one after the group's held instances all
+            # gave way (to one too large to be held beside its buffers): its buffers
+            if share is None or not share[1]:
+                owners = _owners(x) if share is None else share[0]
+                new = sum([_nbytes(o) for o in owners if id(o) not in self._buffers])
+                if size + new > most:  # its buffers would not fit: copies of its own arrays
+                    x = _own(x)
+                    owners = _owners(x)
+                    new = sum([_nbytes(o) for o in owners])
+                    share = None
+                    views = None
+                if size + new > most:
+                    continue
+                if share is None:
+                    share = [owners, 0]
+                    if views:
+                        found[views] = share
+                self._enter(owners)
+            elif size > most:
+                continue
+            share[1] += 1
+            by[data] = (x, share)
+            self.held += size + new
+            while self.held > most:
+                self._release(*by.popitem(last=False))
 
     def take(self, data: bytes) -> Attributes | Experts | None:
         """The instance stored as ``data``, no longer held; None when none is."""
@@ -145,16 +147,30 @@ class Kept:
         self._release(data, got)
         return got[0]
 
-    def _release(self, data: bytes, held: tuple[Attributes | Experts, list[Any]]) -> None:
-        """Count an instance stored as ``data``, with the buffers it views, no longer held."""
-        freed = len(data) + KEPT_ENTRY
+    def _enter(self, owners: list[Any]) -> None:
+        """Count a share of ``owners``: each buffer held while any share of it is."""
         buffers = self._buffers
-        for o in held[1]:
-            b = buffers[id(o)]
-            b[1] -= 1
-            if not b[1]:
-                del buffers[id(o)]
-                freed += b[2]
+        for o in owners:
+            held = buffers.get(id(o))
+            if held is None:
+                buffers[id(o)] = [o, 1, _nbytes(o)]
+            else:
+                held[1] += 1
+
+    def _release(self, data: bytes, held: tuple[Attributes | Experts, list[Any]]) -> None:
+        """Count an instance stored as ``data``, with its share of buffers, no longer
+        held."""
+        freed = len(data) + KEPT_ENTRY
+        share = held[1]
+        share[1] -= 1
+        if not share[1]:  # the share's last instance: its buffers, each once
+            buffers = self._buffers
+            for o in share[0]:
+                b = buffers[id(o)]
+                b[1] -= 1
+                if not b[1]:
+                    del buffers[id(o)]
+                    freed += b[2]
         self.held -= freed
 
 

@@ -297,6 +297,41 @@ def test_instances_put_together_are_counted_as_put_one_by_one(kind: str) -> None
 
 
 @pytest.mark.parametrize("kind", ["experts", "attributes"])
+def test_a_group_larger_than_the_bound_keeps_its_newest_as_one_by_one_would(kind: str) -> None:
+    """Where a group's instances do not all fit, those put first give way to those put
+    later, within the one call: the same instances are held, counted the same, as when
+    they are put one at a time, and the group's arrays stay counted until its last
+    instance is taken."""
+    _, many, _ = _group(kind)
+    data = [b"%03d" % t * 8 for t in range(len(many))]  # all as long
+    probe = live.Kept(1 << 30)
+    probe.put(data[0], many[0])
+    shared = probe.held - len(data[0]) - live.KEPT_ENTRY
+    most = shared + 10 * (len(data[0]) + live.KEPT_ENTRY)  # the arrays and ten entries
+    apart, together = live.Kept(most), live.Kept(most)
+    for d, x in zip(data, many, strict=True):
+        apart.put(d, x)
+    together.put_many(zip(data, many, strict=True))
+    assert len(together) == len(apart) == 10
+    assert together.held == apart.held == most
+    assert all(together.take(d) is None for d in data[:-10])
+    for d, x in zip(data[-10:], many[-10:], strict=True):
+        assert together.take(d) is apart.take(d) is x
+        assert together.held == apart.held
+    assert together.held == 0
+    # one too large to be held beside the arrays pushes out the group's others and then
+    # itself; the next are counted with the arrays again
+    sizes = [24, 24, most - shared + 8, 24, 24, 24]
+    data = [bytes([t]) * n for t, n in enumerate(sizes)]
+    apart, together = live.Kept(most), live.Kept(most)
+    for d, x in zip(data, many, strict=False):
+        apart.put(d, x)
+    together.put_many(zip(data, many, strict=False))
+    assert len(together) == len(apart) == 3
+    assert together.held == apart.held == shared + 3 * (24 + live.KEPT_ENTRY)
+
+
+@pytest.mark.parametrize("kind", ["experts", "attributes"])
 def test_an_instance_whose_batch_would_not_fit_is_kept_over_arrays_of_its_own(kind: str) -> None:
     """Where the batch's arrays alone exceed the bound, one of its instances is held
     over copies of its own, read-only and equal, each over memory of its own size."""
