@@ -194,10 +194,12 @@ def uvicorn(
     logs: Path,
     ready: Callable[[httpx.Client], bool],
     timeout: float = 180.0,
+    module: str = "uvicorn",
 ) -> Iterator[Server]:
     """Serve ``target`` with the shared options on a free loopback port until exit, once
     ``ready`` (within ``timeout`` seconds: a service compiles its kernels before it is
-    ready, minutes on a cold cache).
+    ready, minutes on a cold cache). ``module`` is run with uvicorn's arguments: uvicorn,
+    or a module that prepares the process and then runs uvicorn (``_sampled``).
 
     A port is free when chosen but may be taken before the child binds it; the child then
     exits saying so, and the next attempt takes another port."""
@@ -205,7 +207,7 @@ def uvicorn(
     environ = {**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH_DIR)])}
     for attempt in itertools.count(1):
         port = free_port()
-        args = [sys.executable, "-m", "uvicorn", *target, *UVICORN, "--port", str(port)]
+        args = [sys.executable, "-m", module, *target, *UVICORN, "--port", str(port)]
         with open(log, "wb") as out:
             process = subprocess.Popen(
                 args, cwd=ROOT, env=environ, stdin=subprocess.DEVNULL, stdout=out, stderr=out

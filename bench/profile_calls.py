@@ -1,0 +1,301 @@
+"""Where a fusion trial call's server CPU goes: the service beside its edge, sampled inside.
+
+The service (``app.main:create_app`` over a private append-only Redis) and the edge peer of
+``bench/service.py`` (``bench/_service_edge.py``: the service's own middleware and a
+dispatcher that parses each body with orjson and answers) each run under uvicorn with a
+CPU-time stack sampler installed (``bench/_sampled.py``, ``bench/_sampler.py``). The load
+generator of ``bench/service.py`` drives ``predict``, ``label`` and ``learn`` on a
+Committee model whose 6 sub-experts post a score for each of 10 labels as a mapping (the
+digits fusion), 32 clients; each server samples its stack while the generator's window
+is open, and the CPU it spent in that window, read from ``/proc``, is split by the
+samples into what the frames do:
+
+* ``http``: uvicorn, Starlette, FastAPI and the middleware both run (request metrics,
+  limits, the guard, the trial calls' fast path or the edge's dispatcher), with the
+  answer's JSON and its writing; the edge's parse of the body is here too (charged to
+  the dispatcher's next call: see ``bench/_sampler.py``);
+* ``read``: the service reading the body (``app/bodies.py``, the handlers' reader);
+* ``call``: the handlers and the trial logic around the model (ids, answers, retries);
+* ``gather``: gathering a model's concurrent calls into one (``app/gather.py``);
+* ``encode``: the votes as an instance (``models/inputs``, ``models/core/instance.py``);
+* ``stored``: the instance's stored bytes (``storage/codec.py``);
+* ``model``: the learner and the model's state in memory (predicting, learning, replay);
+* ``keep``: holding predicted instances for their labels (``Kept``);
+* ``redis``: the script call, its packing, the reply and the connection;
+* ``loop``: the event loop and whatever else.
+
+A sample goes to the innermost frame of its stack that one of these names. Figures are
+microseconds of server CPU per call, summed over ``--rounds`` rounds of ``--seconds``
+each (the two servers taking turns going first), as ``<op>_<side>_<part>_us: value``
+lines after each call's totals (``<op>_<side>_us_per_call``) and the service's CPU over
+the edge's (``<op>_cpu_vs_edge``: the ratio ``<op>_vs_edge`` of ``bench/service.py``
+approaches while both servers keep their core busy). The last line is
+``predict_cpu_vs_edge: <ratio>``.
+
+Run as ``python bench/profile_calls.py [--quick] [--seconds S] [--rounds R]``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+from _sampler import START, STOP
+from _service_load import Plan, Result
+from _service_load import run as run_plan
+from service import (
+    BENCH_DIR,
+    CONCURRENCY,
+    FUSION_ALPHA,
+    Server,
+    Stream,
+    create_and_prime,
+    label_bodies,
+    phase_options,
+    precreate,
+    quiet,
+    uvicorn,
+)
+
+from storage.server import EmbeddedRedis
+
+N_EXPERTS, N_LABELS = 6, 10
+OPS = ("predict", "label", "learn")
+SIDES = ("service", "edge")
+PARTS = (
+    "http",
+    "read",
+    "call",
+    "gather",
+    "encode",
+    "stored",
+    "model",
+    "keep",
+    "redis",
+    "loop",
+)
+_KEPT = {"put", "put_many", "take", "_enter", "_release", "_views", "_owners", "_nbytes", "_own"}
+_ENCODE = {"encode", "encode_each", "_active"}
+# (part, path prefix, functions or None for any), tried in order on each frame, innermost
+# first; a frame none names (numpy, numba, the standard library) passes to its caller
+RULES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
+    ("keep", "app/live.py", frozenset(_KEPT)),
+    ("encode", "app/live.py", frozenset(_ENCODE)),
+    ("model", "app/live.py", None),
+    ("read", "app/bodies.py", None),
+    ("read", "app/routers/trials.py", frozenset({"_read", "_read_batch", "_instance"})),
+    ("call", "app/routers/", None),
+    ("call", "app/trials.py", None),
+    ("gather", "app/gather.py", None),
+    ("stored", "storage/codec.py", None),
+    ("redis", "storage/", None),
+    ("redis", "app/replicas.py", None),
+    ("redis", "hiredis/", None),
+    ("http", "app/", None),
+    ("http", "bench/_service_edge.py", None),
+    ("encode", "models/inputs/", None),
+    ("encode", "models/core/instance.py", None),
+    ("model", "models/", None),
+    ("loop", "uvicorn/main.py", None),  # the server's loop, below every request
+    ("loop", "uvicorn/server.py", None),
+    ("http", "uvicorn/", None),
+    ("http", "starlette/", None),
+    ("http", "fastapi/", None),
+    ("http", "prometheus_client/", None),
+    ("http", "httptools/", None),
+)
+_FRAME = re.compile(r"(?P<function>.*) \((?P<path>[^ ]*):(?:\d+|None)\)")
+
+
+def part_of(stack: str) -> str:
+    """The part a sampled stack (outermost frame first, ``;`` between) goes to."""
+    for frame in reversed(stack.split(";")):
+        got = _FRAME.fullmatch(frame)
+        if got is None:
+            continue
+        function, path = got["function"], got["path"]
+        for part, prefix, functions in RULES:
+            if path.startswith(prefix) and (functions is None or function in functions):
+                return part
+    return "loop"
+
+
+def read_samples(path: Path) -> Counter[str]:
+    """The parts' sample counts in the collapsed stacks at ``path``."""
+    parts: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        parts[part_of(stack)] += int(count)
+    return parts
+
+
+class Sampled:
+    """The samples and CPU of one server across rounds."""
+
+    def __init__(self, server: Server, out: Path) -> None:
+        self.server = server
+        self.out = out
+        self.parts: Counter[str] = Counter()
+        self.cpu = 0.0  # seconds, in the windows
+        self.requests = 0
+
+    def measure(
+        self, pool: ProcessPoolExecutor, plan: Plan, patience: float
+    ) -> tuple[Result, Counter[str]]:
+        """Run ``plan`` with sampling on over its window; the result and the samples."""
+        quiet(patience=patience)
+        written = Path(f"{self.out}.{self.server.pid}")
+        written.unlink(missing_ok=True)
+        pid = self.server.pid
+
+        def toggle() -> None:
+            time.sleep(plan.warmup)
+            os.kill(pid, START)
+            time.sleep(plan.seconds)
+            os.kill(pid, STOP)
+
+        toggler = threading.Thread(target=toggle)
+        toggler.start()
+        result = pool.submit(run_plan, plan).result()
+        toggler.join()
+        for _ in range(100):  # the server writes them between two requests
+            if written.exists():
+                break
+            time.sleep(0.05)
+        if result.errors:
+            raise RuntimeError(f"{result.errors} requests failed, first {result.first_error}")
+        got = read_samples(written)
+        self.parts += got
+        self.cpu += result.cpu["server"]
+        self.requests += result.requests
+        return result, got
+
+    def us(self, part: str | None = None) -> float:
+        """CPU microseconds per call, all or one part's share."""
+        total = self.cpu / max(self.requests, 1) * 1e6
+        if part is None:
+            return total
+        samples = sum(self.parts.values())
+        return total * self.parts[part] / samples if samples else 0.0
+
+
+def fusion_spec(name: str) -> dict[str, object]:
+    return {
+        "name": name,
+        "labels": list(range(N_LABELS)),
+        "input": {"experts": {"expert_names": [f"e{e}" for e in range(N_EXPERTS)]}},
+        "learner": {"kind": "committee", "alpha": FUSION_ALPHA},
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = phase_options(__doc__.split("\n\n")[0], argv, 4.0)
+    trials = 2_000 if args.quick else 40_000
+    stream = Stream.fusion(trials, N_EXPERTS, N_LABELS, args.seed)
+    name = "fusion"
+    base = f"/v1/models/{name}"
+    patience = 0.0 if args.quick else 15.0
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="profile-")))
+        redis = stack.enter_context(EmbeddedRedis(tmp / "redis"))
+        out = tmp / "stacks"
+        sampled = {"SAMPLER_OUT": str(out)}
+        env = {
+            "COMMITTEE_REDIS_URL": redis.url,
+            "COMMITTEE_KEY_PREFIX": "profile",
+            "COMMITTEE_LOG_LEVEL": "warning",
+            **sampled,
+        }
+        service = stack.enter_context(
+            uvicorn(
+                "service",
+                ["app.main:create_app", "--factory"],
+                env,
+                tmp,
+                lambda h: h.get("/readyz").status_code == 200,
+                module="_sampled",
+            )
+        )
+        edge = stack.enter_context(
+            uvicorn(
+                "edge",
+                ["_service_edge:create", "--factory", "--app-dir", str(BENCH_DIR)],
+                {"EDGE_REDIS_URL": redis.url, **sampled},
+                tmp,
+                lambda h: h.get("/healthz").status_code == 200,
+                module="_sampled",
+            )
+        )
+        with httpx.Client(base_url=service.url, timeout=120.0) as http:
+            create_and_prime(http, name, 0, stream, fusion_spec(name))
+        pool = stack.enter_context(
+            ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        )
+        servers = {"service": service, "edge": edge}
+        got = {(op, side): Sampled(servers[side], out) for op in OPS for side in SIDES}
+        for k in range(args.rounds):
+            order = SIDES if k % 2 == 0 else SIDES[::-1]
+            pending: list[tuple[str, int]] = []
+            for op in OPS:
+                for side in order:
+                    plan = Plan(
+                        port=servers[side].port,
+                        path=f"{base}/{op}",
+                        bodies=[],
+                        concurrency=CONCURRENCY,
+                        warmup=args.warmup,
+                        seconds=args.seconds,
+                        watch={"server": servers[side].pid},
+                    )
+                    if op == "predict":
+                        plan.bodies = stream.predict_bodies()
+                        plan.id_prefix = f"r{k}{side}"
+                    elif op == "label":
+                        plan.bodies = label_bodies(pending)
+                        plan.cycle = side == "edge"  # the edge takes them again
+                    else:
+                        plan.bodies = stream.learn_bodies()
+                    result, _ = got[op, side].measure(pool, plan, patience)
+                    if op == "predict" and side == "service":
+                        # the trials it left pending, and as many again twice over: a
+                        # label outruns a predict
+                        pending = [
+                            (f"r{k}service{i}", stream.labels[i % len(stream)])
+                            for i in range(result.issued)
+                        ]
+                        with httpx.Client(base_url=service.url, timeout=120.0) as http:
+                            pending += precreate(http, name, stream, f"r{k}p", 2 * result.issued)
+                    print(
+                        f"  round {k} {op} {side}: {result.rate:,.0f} calls/s, "
+                        f"{result.cpu_us_per_request('server'):.1f} µs of server CPU each",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        report(got)
+
+
+def report(got: dict[tuple[str, str], Sampled]) -> None:
+    for op in OPS:
+        for side in SIDES:
+            s = got[op, side]
+            print(f"{op}_{side}_us_per_call: {s.us():.2f}")
+            for part in PARTS:
+                print(f"{op}_{side}_{part}_us: {s.us(part):.2f}")
+    for op in ("label", "learn", "predict"):
+        service, edge = got[op, "service"], got[op, "edge"]
+        print(f"{op}_cpu_vs_edge: {edge.us() / service.us():.2f}")
+
+
+if __name__ == "__main__":
+    main()
