@@ -55,17 +55,17 @@ from _sampler import START, STOP
 from _service_load import Plan, Result
 from _service_load import run as run_plan
 from service import (
-    BENCH_DIR,
     CONCURRENCY,
-    FUSION_ALPHA,
     Server,
     Stream,
     create_and_prime,
+    edge_server,
+    fusion_spec,
     label_bodies,
     phase_options,
     precreate,
     quiet,
-    uvicorn,
+    service_server,
 )
 
 from storage.server import EmbeddedRedis
@@ -190,15 +190,6 @@ class Sampled:
         return total * self.parts[part] / samples if samples else 0.0
 
 
-def fusion_spec(name: str) -> dict[str, object]:
-    return {
-        "name": name,
-        "labels": list(range(N_LABELS)),
-        "input": {"experts": {"expert_names": [f"e{e}" for e in range(N_EXPERTS)]}},
-        "learner": {"kind": "committee", "alpha": FUSION_ALPHA},
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     args = phase_options(__doc__.split("\n\n")[0], argv, 4.0)
     trials = 2_000 if args.quick else 40_000
@@ -217,28 +208,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             "COMMITTEE_LOG_LEVEL": "warning",
             **sampled,
         }
-        service = stack.enter_context(
-            uvicorn(
-                "service",
-                ["app.main:create_app", "--factory"],
-                env,
-                tmp,
-                lambda h: h.get("/readyz").status_code == 200,
-                module="_sampled",
-            )
-        )
+        service = stack.enter_context(service_server("service", env, tmp, "_sampled"))
         edge = stack.enter_context(
-            uvicorn(
-                "edge",
-                ["_service_edge:create", "--factory", "--app-dir", str(BENCH_DIR)],
-                {"EDGE_REDIS_URL": redis.url, **sampled},
-                tmp,
-                lambda h: h.get("/healthz").status_code == 200,
-                module="_sampled",
-            )
+            edge_server({"EDGE_REDIS_URL": redis.url, **sampled}, tmp, "_sampled")
         )
         with httpx.Client(base_url=service.url, timeout=120.0) as http:
-            create_and_prime(http, name, 0, stream, fusion_spec(name))
+            create_and_prime(http, name, 0, stream, fusion_spec(name, N_EXPERTS, N_LABELS))
         pool = stack.enter_context(
             ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         )

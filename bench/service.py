@@ -84,7 +84,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,6 +225,29 @@ def uvicorn(
         yield server
     finally:
         _stop(process)
+
+
+def service_server(
+    name: str, env: dict[str, str], logs: Path, module: str = "uvicorn"
+) -> AbstractContextManager[Server]:
+    """The service (``app.main:create_app``), ready once ``/readyz`` says so."""
+    return uvicorn(name, ["app.main:create_app", "--factory"], env, logs, _ready, module=module)
+
+
+def edge_server(
+    env: dict[str, str], logs: Path, module: str = "uvicorn"
+) -> AbstractContextManager[Server]:
+    """The edge peer (``bench/_service_edge.py``), ready once ``/healthz`` answers."""
+    target = ["_service_edge:create", "--factory", "--app-dir", str(BENCH_DIR)]
+    return uvicorn("edge", target, env, logs, _healthy, module=module)
+
+
+def _ready(http: httpx.Client) -> bool:
+    return http.get("/readyz").status_code == 200
+
+
+def _healthy(http: httpx.Client) -> bool:
+    return http.get("/healthz").status_code == 200
 
 
 def _started(server: Server, ready: Callable[[httpx.Client], bool], timeout: float) -> bool:
@@ -562,23 +585,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             "COMMITTEE_KEY_PREFIX": "bench",
             "COMMITTEE_LOG_LEVEL": "warning",
         }
-        service = stack.enter_context(
-            uvicorn(
-                "service",
-                ["app.main:create_app", "--factory"],
-                env,
-                tmp,
-                lambda h: h.get("/readyz").status_code == 200,
-            )
-        )
+        service = stack.enter_context(service_server("service", env, tmp))
         secured = stack.enter_context(
-            uvicorn(
-                "service-auth",
-                ["app.main:create_app", "--factory"],
-                {**env, "COMMITTEE_KEY_PREFIX": "bench-auth"},
-                tmp,
-                lambda h: h.get("/readyz").status_code == 200,
-            )
+            service_server("service-auth", {**env, "COMMITTEE_KEY_PREFIX": "bench-auth"}, tmp)
         )
         peer = stack.enter_context(
             uvicorn(
@@ -589,15 +598,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 lambda h: h.post("/ping", json={"name": "ready", "value": 0}).status_code == 200,
             )
         )
-        edge = stack.enter_context(
-            uvicorn(
-                "edge",
-                ["_service_edge:create", "--factory", "--app-dir", str(BENCH_DIR)],
-                {"EDGE_REDIS_URL": redis.url},
-                tmp,
-                lambda h: h.get("/healthz").status_code == 200,
-            )
-        )
+        edge = stack.enter_context(edge_server({"EDGE_REDIS_URL": redis.url}, tmp))
         http = stack.enter_context(httpx.Client(base_url=service.url, timeout=120.0))
         http_auth = stack.enter_context(httpx.Client(base_url=secured.url, timeout=120.0))
         http_edge = stack.enter_context(httpx.Client(base_url=edge.url, timeout=120.0))
