@@ -6,9 +6,10 @@ dispatcher that parses each body with orjson and answers) each run under uvicorn
 CPU-time stack sampler installed (``bench/_sampled.py``, ``bench/_sampler.py``). The load
 generator of ``bench/service.py`` drives ``predict``, ``label`` and ``learn`` on a
 Committee model whose 6 sub-experts post a score for each of 10 labels as a mapping (the
-digits fusion), 32 clients; each server samples its stack while the generator's window
-is open, and the CPU it spent in that window, read from ``/proc``, is split by the
-samples into what the frames do:
+digits fusion), 32 clients; each server samples its stack over the generator's timed
+window (started and stopped from here by the clock, so within a fraction of a second of
+it, all under the same load), and the CPU it spent in that window, read from ``/proc``,
+is split by the samples into what the frames do:
 
 * ``http``: uvicorn, Starlette, FastAPI and the middleware both run (request metrics,
   limits, the guard, the trial calls' fast path or the edge's dispatcher), with the
@@ -217,6 +218,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         pool = stack.enter_context(
             ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         )
+        # the generator's process started now, not within the first window's warm-up,
+        # which the samplers' timers count from
+        pool.submit(int).result()
         servers = {"service": service, "edge": edge}
         got = {(op, side): Sampled(servers[side], out) for op in OPS for side in SIDES}
         for k in range(args.rounds):
