@@ -86,13 +86,15 @@ PARTS = (
     "redis",
     "loop",
 )
-_KEPT = {"put", "put_many", "take", "_enter", "_release", "_views", "_owners", "_nbytes", "_own"}
-_ENCODE = {"encode", "encode_each", "_active"}
+_KEPT = frozenset(
+    {"put", "put_many", "take", "_enter", "_release", "_views", "_owners", "_nbytes", "_own"}
+)
+_ENCODE = frozenset({"encode", "encode_each", "_active"})
 # (part, path prefix, functions or None for any), tried in order on each frame, innermost
 # first; a frame none names (numpy, numba, the standard library) passes to its caller
 RULES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
-    ("keep", "app/live.py", frozenset(_KEPT)),
-    ("encode", "app/live.py", frozenset(_ENCODE)),
+    ("keep", "app/live.py", _KEPT),
+    ("encode", "app/live.py", _ENCODE),
     ("model", "app/live.py", None),
     ("read", "app/bodies.py", None),
     ("read", "app/routers/trials.py", frozenset({"_read", "_read_batch", "_instance"})),
@@ -151,10 +153,8 @@ class Sampled:
         self.cpu = 0.0  # seconds, in the windows
         self.requests = 0
 
-    def measure(
-        self, pool: ProcessPoolExecutor, plan: Plan, patience: float
-    ) -> tuple[Result, Counter[str]]:
-        """Run ``plan`` with sampling on over its window; the result and the samples."""
+    def measure(self, pool: ProcessPoolExecutor, plan: Plan, patience: float) -> Result:
+        """Run ``plan`` with sampling on over its window, adding up its samples and CPU."""
         quiet(patience=patience)
         written = Path(f"{self.out}.{self.server.pid}")
         written.unlink(missing_ok=True)
@@ -176,11 +176,10 @@ class Sampled:
             time.sleep(0.05)
         if result.errors:
             raise RuntimeError(f"{result.errors} requests failed, first {result.first_error}")
-        got = read_samples(written)
-        self.parts += got
+        self.parts += read_samples(written)
         self.cpu += result.cpu["server"]
         self.requests += result.requests
-        return result, got
+        return result
 
     def us(self, part: str | None = None) -> float:
         """CPU microseconds per call, all or one part's share."""
@@ -245,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         plan.cycle = side == "edge"  # the edge takes them again
                     else:
                         plan.bodies = stream.learn_bodies()
-                    result, _ = got[op, side].measure(pool, plan, patience)
+                    result = got[op, side].measure(pool, plan, patience)
                     if op == "predict" and side == "service":
                         # the trials it left pending, and as many again twice over: a
                         # label outruns a predict
