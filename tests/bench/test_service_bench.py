@@ -6,9 +6,14 @@ times); the figures themselves are measurements, never test conditions.
 
 import math
 import re
+import sys
 from pathlib import Path
 
-from _run import run_bench
+from _run import BENCH_DIR, run_bench
+
+sys.path.insert(0, str(BENCH_DIR))
+from _service_load import Result
+from service import Runner
 
 PHASE = ("rps", "p50_ms", "p99_ms", "generator_cpu_us")
 SERVED = (*PHASE, "server_cpu_us", "redis_cpu_us")
@@ -103,3 +108,25 @@ def test_quick_run_prints_every_figure_and_the_headline_last():
     assert not re.search(r"^(edge_|parse_batch|empty_)\w*_redis_forks", out, re.M)
     last = out.strip().splitlines()[-1]
     assert re.fullmatch(r"predict_vs_edge: \d+\.\d\d \(target >= 0\.6: \w+\)", last)
+
+
+def result(rate: float, p99_ms: float) -> Result:
+    return Result(
+        requests=int(rate),
+        seconds=1.0,
+        p50_ms=p99_ms / 2,
+        p99_ms=p99_ms,
+        issued=int(rate),
+        exhausted=False,
+        errors=0,
+        first_error="",
+        cpu={},
+    )
+
+
+def test_a_rate_is_its_best_round_and_a_p99_its_lowest_apart_from_it():
+    run = Runner(pool=None, warmup=0.0, seconds=1.0, patience=0.0)  # type: ignore[arg-type]
+    run.results["edge"] = [result(900, 4.0), result(1000, 6.0), result(950, 5.0)]
+    assert run.best("edge").rate == 1000
+    # the tail of the round with the best rate is not the side's least disturbed one
+    assert run.least_p99("edge") == 4.0
