@@ -50,8 +50,9 @@ from their rates) of
   ahead of the router as the service's is. Their p99s: ``stats_p99_vs_edge_p99``;
 * ``predict`` on a second service process, the same in every way but that auth is on:
   every request carries an API key, checked, scoped and rate limited (limits far above
-  the load, so that none is refused), against the first's ``predict`` in the same round
-  (the two take turns going first): ``predict_auth_vs_no_auth``.
+  the load, so that none is refused), against the first's ``predict`` measured in the
+  same rounds (the two take turns going first), each side's best rate:
+  ``predict_auth_vs_no_auth``.
 
 With each phase come the CPU microseconds per request of the server, of Redis and of the
 generator itself, and the cores every other process used, read from ``/proc`` over the
