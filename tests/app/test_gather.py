@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from _server import ServerThread
 
 from app.config import Settings
@@ -147,6 +148,17 @@ async def test_a_caller_that_gave_up_is_not_sent_and_a_stopped_drain_leaves_nobo
     assert g.idle
 
 
+def pause(redis_url: str, ms: int) -> None:
+    """Have Redis hold every client's commands for ``ms`` milliseconds (each primary of
+    a cluster)."""
+    with sync_client(redis_url) as r:
+        if isinstance(r, redis.RedisCluster):
+            for node in r.get_primaries():
+                r.execute_command("CLIENT", "PAUSE", ms, "ALL", target_nodes=node)
+        else:
+            r.execute_command("CLIENT", "PAUSE", ms, "ALL")
+
+
 def evalsha_calls(redis_url: str) -> int:
     with sync_client(redis_url) as r:
         stats: Any = r.info("commandstats")
@@ -230,16 +242,17 @@ def test_concurrent_statistics_reads_share_redis_reads_and_each_sees_what_came_b
             assert c.post("/v1/models", json=model).status_code == 201
 
         async def reads() -> list[int]:
-            """Script calls of each of 5 bursts of n concurrent reads. How many reads
-            overlap depends on how the client and the server (threads of one process)
-            take turns: a busy machine can spread a burst out (35 and 11 calls of 40
-            were seen under a full test run), rarely all five."""
+            """Script calls of each of 5 bursts of n concurrent reads, each burst sent
+            while Redis holds every command for a second: the first reads wait at Redis
+            and the others arrive meanwhile, however the client and the server (threads
+            of one process) take turns on a busy machine."""
             calls = []
             for _ in range(5):
                 async with httpx.AsyncClient(
                     base_url=server.url, limits=httpx.Limits(max_connections=n)
                 ) as c:
                     before = evalsha_calls(redis_url)
+                    pause(redis_url, 1_000)
                     got = await asyncio.gather(*(c.get("/v1/models/s/stats") for _ in range(n)))
                     calls.append(evalsha_calls(redis_url) - before)
                     answers = [r.json() for r in got]
@@ -247,7 +260,7 @@ def test_concurrent_statistics_reads_share_redis_reads_and_each_sees_what_came_b
             return calls
 
         calls = asyncio.run(reads())
-        assert min(calls) <= n // 2, calls  # one read each would be n in every burst
+        assert max(calls) <= n // 2, calls  # one read each would be n in every burst
 
         acked = 0  # learns answered so far
 
