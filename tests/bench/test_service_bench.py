@@ -1,7 +1,8 @@
-"""The service benchmark runs end to end and prints every figure, the headline last.
+"""The service benchmark runs end to end and prints every figure, the headline last, and
+takes each figure from its rounds as it says.
 
-Only its output format is asserted (each figure a finite number, positive but for CPU
-times); the figures themselves are measurements, never test conditions.
+Of a run only the output format is asserted (each figure a finite number, positive but
+for CPU times); the figures themselves are measurements, never test conditions.
 """
 
 import math
