@@ -216,7 +216,7 @@ def _own(x: Attributes | Experts) -> Attributes | Experts:
         return y
     i, w = x.indices, x.values
     z = Attributes.__new__(Attributes)
-    z.indices, z.values = _copy(i), _copy(w)
+    z.indices, z.values, z.source = _copy(i), _copy(w), None
     z.size, z.low, z.high = x.size, x.low, x.high
     return z
 
@@ -349,6 +349,8 @@ class LiveModel:
         """What follows from the input space."""
         self.labels = self.space.labels
         self.label_keys = [str(lab) for lab in self.labels]  # the keys of answered scores
+        # learned trials' answers by (predicted, label, updated), shared (app.trials)
+        self.judgements: dict[tuple[int, int, bool], Any] = {}
         self.k = len(self.labels)
         self.size = self.space.size(self.form)
         # larger models snapshot less often, so snapshots cost O(1) per trial amortised

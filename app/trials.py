@@ -36,7 +36,7 @@ from storage.codec import encode_instance, encode_instances
 from storage.errors import Conflict, CorruptData, Full, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
 
-__all__ = ["LearnRequest", "TrialCalls"]
+__all__ = ["Judgement", "LearnRequest", "TrialCalls"]
 
 Result = dict[str, Any] | Exception
 LearnRequest = tuple[Idempotency | None, Sequence[tuple[Any, Any]]]
@@ -49,6 +49,16 @@ _EARLIER = "Idempotency-Key was used with a model of this name that has been del
 # the worker idle while Redis runs it, where two smaller groups take turns: one at Redis
 # while the worker answers the other's callers and reads their next calls.
 GATHER_MOST = 16
+# judgements a model keeps for reuse at most (k x k x 2 there are)
+JUDGEMENTS_MOST = 4096
+
+
+class Judgement(dict[str, Any]):
+    """A learned trial's answer (``predicted``, ``label``, ``mistake``, ``updated``),
+    one object shared by every trial of a model judged alike: never changed, so that a
+    batch's answer writes each one once."""
+
+    __slots__ = ()
 
 
 def _updated_here(m: LiveModel, seq: int, stored: int) -> bool | None:
@@ -369,13 +379,16 @@ class TrialCalls:
             return u == 1
         return got.updated
 
-    def _judged(self, m: LiveModel, p: int, y: int, updated: bool) -> dict[str, Any]:
-        return {
-            "predicted": m.labels[p],
-            "label": m.labels[y],
-            "mistake": p != y,
-            "updated": updated,
-        }
+    def _judged(self, m: LiveModel, p: int, y: int, updated: bool) -> Judgement:
+        key = (p, y, bool(updated))
+        got = m.judgements.get(key)
+        if got is None:
+            if len(m.judgements) >= JUDGEMENTS_MOST:
+                m.judgements.clear()
+            got = m.judgements[key] = Judgement(
+                predicted=m.labels[p], label=m.labels[y], mistake=p != y, updated=bool(updated)
+            )
+        return got
 
     # -- learn ------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ import numpy as np
 from models.core.instance import AttributeBatch, Attributes, Experts
 from models.inputs.batch import RawExperts, RawFeatures
 from models.inputs.space import InputSpace
-from models.kernels.instances import full_rows
+from models.kernels.instances import attribute_blocks, full_rows
 from models.kernels.jsontext import batch_members, trial_members
 from models.registry import KINDS, build, from_state, kind_of
 
@@ -239,6 +239,9 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
     for x in xs[:1] + xs[-1:]:
         if isinstance(x, Experts):  # as a trial's instance is stored
             full_rows(x.expert, x.cls)
+        else:  # as a batch's rows are stored
+            ib, vb = x.indices.astype("<i4").view(np.uint8), x.values.astype("<f8").view(np.uint8)
+            attribute_blocks(ord("A"), ib, vb, np.array([0, x.indices.size], dtype=np.int64))
     for x, y in zip(xs, ys, strict=True):
         learner.scores(x)
         learner.predict(x)

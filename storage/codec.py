@@ -10,6 +10,7 @@ bytes of ``E``). Everything read back is validated as strictly as user input and
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -17,8 +18,8 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from models.core.instance import Attributes, Experts, InvalidInstance
-from models.kernels.instances import full_rows
+from models.core.instance import Attributes, Experts, InvalidInstance, consecutive_rows
+from models.kernels.instances import attribute_blocks, full_rows
 from storage.errors import CorruptData
 
 __all__ = [
@@ -70,6 +71,17 @@ def encode_instance(x: Attributes | Experts, rows: bool = True) -> bytes:
 def encode_instances(xs: Sequence[Attributes | Experts], rows: bool = True) -> list[bytes]:
     """:func:`encode_instance` of each of ``xs``: the attributes among them converted
     together (a batch's share arrays), then cut apart."""
+    run = consecutive_rows(xs)
+    if run is not None:  # rows of one batch, in order: their blocks in one pass
+        batch, t = run
+        ptr = batch.indptr[t : t + len(xs) + 1]
+        a, z = int(ptr[0]), int(ptr[-1])
+        ib = batch.indices[a:z].astype(_I4).view(np.uint8)
+        vb = batch.values[a:z].astype(_F8).view(np.uint8)
+        bounds = ptr - a
+        data = attribute_blocks(ord("A"), ib, vb, bounds).tobytes()
+        at = (np.arange(len(xs) + 1) + 12 * bounds).tolist()
+        return [data[p:q] for p, q in itertools.pairwise(at)]
     at = [t for t, x in enumerate(xs) if isinstance(x, Attributes)]
     if len(at) < 2:
         return [encode_instance(x, rows) for x in xs]

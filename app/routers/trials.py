@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request, Response
 
 from app import bodies
@@ -21,7 +22,7 @@ from app.errors import BadInput
 from app.routers._lean import answer, body, check_name, idempotency
 from app.schemas import BatchPublic, LabelPublic, LearnPublic, PredictPublic
 from app.status import item_error
-from app.trials import TrialCalls
+from app.trials import Judgement, TrialCalls
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
 # what a key's rate limit runs with a call's item count, before the items are applied
@@ -39,15 +40,21 @@ def _one(results: Results) -> dict[str, Any]:
 
 
 def _many(results: Results) -> dict[str, Any]:
-    """``{"items": [{"result", "error"}]}``, in order; an error names its item's field."""
-    return {
-        "items": [
-            {"result": None, "error": item_error(r, f"items.{i}.")}
-            if isinstance(r, Exception)
-            else {"result": r, "error": None}
-            for i, r in enumerate(results)
-        ]
-    }
+    """``{"items": [{"result", "error"}]}``, in order; an error names its item's field.
+    A :class:`~app.trials.Judgement` is written once, however many items share it."""
+    written: dict[int, orjson.Fragment] = {}
+    items: list[Any] = []
+    for i, r in enumerate(results):
+        if type(r) is Judgement:
+            item = written.get(id(r))
+            if item is None:
+                item = written[id(r)] = orjson.Fragment(orjson.dumps({"result": r, "error": None}))
+            items.append(item)
+        elif isinstance(r, Exception):
+            items.append({"result": None, "error": item_error(r, f"items.{i}.")})
+        else:
+            items.append({"result": r, "error": None})
+    return {"items": items}
 
 
 async def _limit(calls: TrialCalls, n: int, admit: Admit) -> None:

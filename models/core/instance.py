@@ -15,6 +15,8 @@ threshold sub-experts, and hybrids.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = [
     "InvalidInstance",
     "attributes_as_experts",
     "concat_experts",
+    "consecutive_rows",
     "threshold_experts",
 ]
 
@@ -94,15 +97,20 @@ class Attributes:
     >>> x = Attributes.coerce([0.0, 1.0, 0.5])
     >>> x.indices.tolist(), x.values.tolist(), x.size
     ([1, 2], [1.0, 0.5], 3)
+
+    An instance read as one row of a batch (:meth:`rows`) keeps the batch and its row
+    in ``source``, so that work on a run of its rows takes the batch's arrays rather than
+    joining the rows' (:func:`consecutive_rows`); None otherwise.
     """
 
-    __slots__ = ("high", "indices", "low", "size", "values")
+    __slots__ = ("high", "indices", "low", "size", "source", "values")
 
     indices: np.ndarray
     values: np.ndarray
     size: int
     low: float
     high: float
+    source: tuple[AttributeBatch, int] | None
 
     def __init__(self, indices: Any, values: Any) -> None:
         idx = _as_indices(indices, "feature indices")
@@ -131,6 +139,7 @@ class Attributes:
     def _set(self, idx: np.ndarray, val: np.ndarray, size: int | None = None) -> None:
         self.indices = idx
         self.values = val
+        self.source = None
         self.size = int(idx.max()) + 1 if idx.size else 0
         if size is not None:
             self.size = max(self.size, size)
@@ -151,7 +160,7 @@ class Attributes:
         if not ok:
             return None
         obj = cls.__new__(cls)
-        obj.indices, obj.values = idx, val
+        obj.indices, obj.values, obj.source = idx, val, None
         obj.size = int(idx[-1]) + 1 if idx.size else 0
         obj.low, obj.high = low, high
         idx.flags.writeable = False
@@ -181,12 +190,14 @@ class Attributes:
         high: np.ndarray,
     ) -> list[Attributes]:
         """One instance per row ``t``, ``ptr[t]:ptr[t + 1]`` of ``idx`` and ``val``
-        (int64 and float64, as an instance keeps them), with its extent and value range:
-        views of the arrays, made read-only."""
+        (int64 and float64, as an instance keeps them, each row's indices ascending, its
+        values finite and non-zero), with its extent and value range: views of the
+        arrays, made read-only, each with its row of the batch they make as ``source``."""
         idx = np.ascontiguousarray(idx)
         val = np.ascontiguousarray(val)
         idx.flags.writeable = False
         val.flags.writeable = False
+        batch = AttributeBatch.trusted(ptr, idx, val)
         out = []
         bounds = ptr.tolist()
         for t, (s, lo, hi) in enumerate(
@@ -195,6 +206,7 @@ class Attributes:
             x = cls.__new__(cls)
             a, b = bounds[t], bounds[t + 1]
             x.indices, x.values, x.size, x.low, x.high = idx[a:b], val[a:b], s, lo, hi
+            x.source = (batch, t)
             out.append(x)
         return out
 
@@ -208,6 +220,7 @@ class Attributes:
         val.flags.writeable = False
         x = cls.__new__(cls)
         x.indices, x.values, x.size, x.low, x.high = idx, val, size, low, high
+        x.source = None
         return x
 
     @classmethod
@@ -308,8 +321,32 @@ class AttributeBatch:
         self.high = float(val.max()) if val.size else 0.0
 
     @classmethod
+    def trusted(cls, ptr: np.ndarray, idx: np.ndarray, val: np.ndarray) -> AttributeBatch:
+        """The batch of rows already as a batch keeps them (int64 ``ptr`` from 0, int64
+        ``idx`` ascending within each row, finite non-zero float64 ``val``), unchecked;
+        the arrays are taken, not copied."""
+        obj = cls.__new__(cls)
+        obj.indptr, obj.indices, obj.values = ptr, idx, val
+        obj.size = int(idx.max()) + 1 if idx.size else 0
+        obj.low = float(val.min()) if val.size else 0.0
+        obj.high = float(val.max()) if val.size else 0.0
+        return obj
+
+    def between(self, a: int, b: int) -> AttributeBatch:
+        """Rows ``a`` to ``b - 1`` as a batch of their own (views of this one's arrays)."""
+        if a == 0 and b == len(self):
+            return self
+        lo, hi = int(self.indptr[a]), int(self.indptr[b])
+        ptr = self.indptr[a : b + 1] - lo
+        return AttributeBatch.trusted(ptr, self.indices[lo:hi], self.values[lo:hi])
+
+    @classmethod
     def from_instances(cls, xs: Iterable[Any]) -> AttributeBatch:
         items = list(xs)
+        run = consecutive_rows(items)
+        if run is not None:  # rows of one batch, in order: its arrays
+            batch, t = run
+            return batch.between(t, t + len(items))
         if not all(type(x) is Attributes for x in items):
             items = [Attributes.coerce(x) for x in items]
         ptr = np.zeros(len(items) + 1, dtype=np.int64)
@@ -328,6 +365,25 @@ class AttributeBatch:
     def __getitem__(self, t: int) -> Attributes:
         lo, hi = int(self.indptr[t]), int(self.indptr[t + 1])
         return Attributes(self.indices[lo:hi], self.values[lo:hi])
+
+
+def consecutive_rows(xs: Sequence[Any]) -> tuple[AttributeBatch, int] | None:
+    """``(batch, t)`` when ``xs`` are rows ``t``, ``t + 1``, ... of one batch, in order,
+    as :meth:`Attributes.rows` made them; None otherwise (or when ``xs`` is empty)."""
+    first = xs[0].source if xs and type(xs[0]) is Attributes else None
+    if first is None:
+        return None
+    batch, t = first
+    try:
+        got = list(map(_SOURCE, xs))
+    except AttributeError:  # not all attributes
+        return None
+    if got != list(zip(itertools.repeat(batch), range(t, t + len(xs)), strict=False)):
+        return None
+    return first
+
+
+_SOURCE = operator.attrgetter("source")
 
 
 def _ascending(e: np.ndarray, c: np.ndarray) -> bool:

@@ -10,6 +10,7 @@ from numba import njit
 __all__ = [
     "ascending_attributes",
     "ascending_experts",
+    "attribute_blocks",
     "blocks_attributes",
     "blocks_experts",
     "digit_keys",
@@ -340,3 +341,23 @@ def blocks_attributes(
             if m:
                 sizes[t], low[t], high[t] = out_i[p + m - 1] + 1, lo, hi
     return out_i, out_v, ptr, ok, sizes, low, high
+
+
+@njit(cache=True, nogil=True)
+def attribute_blocks(tag: int, ib: np.ndarray, vb: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """The rows of a batch as blocks one after another: row ``t``'s block is the byte
+    ``tag``, the bytes of its indices, then those of its values, its entries
+    ``ptr[t]:ptr[t + 1]`` (``ptr`` from 0) of ``ib`` (4 bytes each) and ``vb`` (8
+    bytes each); block ``t`` starts at ``t + 12 * ptr[t]``."""
+    n = ptr.size - 1
+    out = np.empty(n + 12 * ptr[n], dtype=np.uint8)
+    o = 0
+    for t in range(n):
+        a, z = ptr[t], ptr[t + 1]
+        out[o] = tag
+        o += 1
+        out[o : o + 4 * (z - a)] = ib[4 * a : 4 * z]
+        o += 4 * (z - a)
+        out[o : o + 8 * (z - a)] = vb[8 * a : 8 * z]
+        o += 8 * (z - a)
+    return out

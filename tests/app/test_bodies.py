@@ -8,12 +8,14 @@ import json
 from typing import Any
 
 import numpy as np
+import orjson
 from fastapi.exceptions import RequestValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import bodies
 from app.bodies import _alike
+from app.errors import BadInput, TrialNotFound
 from app.routers import stream
 from app.routers.trials import (
     _BATCH_TOP,
@@ -21,8 +23,11 @@ from app.routers.trials import (
     LEARN_BATCH,
     PREDICT_BATCH,
     _instance,
+    _many,
     _read_batch,
 )
+from app.status import item_error
+from app.trials import Judgement
 from models.inputs.batch import RawExperts, RawFeatures
 from models.kernels.jsontext import batch_members
 
@@ -394,3 +399,40 @@ def test_plain_stream_messages_are_read_as_text() -> None:
     ):
         r = stream.Request(json.dumps(doc), "m", 8)
         assert r.error is None and isinstance(r.args[0], RawExperts)
+
+
+JUDGED = st.builds(
+    Judgement,
+    predicted=st.sampled_from(["cat", "dog", 1]),
+    label=st.sampled_from(["cat", "dog", -1]),
+    mistake=st.booleans(),
+    updated=st.booleans(),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 4), max_size=12),
+    st.lists(JUDGED, min_size=2, max_size=2),
+    st.data(),
+)
+def test_a_batch_answer_writes_shared_judgements_as_each_item_alone(
+    picks: list[int], judged: list[Judgement], data: Any
+) -> None:
+    """A batch's answer in which items share a judgement object reads as the answer
+    built item by item: shared judgements, other results and errors, in order."""
+    others: list[Any] = [
+        {"trial_id": "t", "predicted": "dog"},
+        BadInput("label", "not a label of this model"),
+        TrialNotFound("no pending trial 't'"),
+    ]
+    results = [[*judged, *others][p] for p in picks]
+    want = {
+        "items": [
+            {"result": None, "error": item_error(r, f"items.{i}.")}
+            if isinstance(r, Exception)
+            else {"result": dict(r), "error": None}
+            for i, r in enumerate(results)
+        ]
+    }
+    assert json.loads(orjson.dumps(_many(results))) == json.loads(orjson.dumps(want))

@@ -20,6 +20,7 @@ from models.core.instance import (
     InvalidInstance,
     attributes_as_experts,
     concat_experts,
+    consecutive_rows,
     threshold_experts,
 )
 
@@ -186,6 +187,40 @@ def test_batch_rows() -> None:
         np.testing.assert_array_equal(again.values, batch.values)
     same_index_other_rows = AttributeBatch([0, 1, 2], [3, 3], [1.0, 1.0])
     assert len(same_index_other_rows) == 2
+
+
+@SETTINGS
+@given(
+    st.lists(st.dictionaries(st.integers(0, 40), finite, max_size=5), min_size=1, max_size=8),
+    st.data(),
+)
+def test_a_run_of_a_batchs_rows_is_the_batch_of_those_rows(
+    docs: list[dict[int, float]], data: Any
+) -> None:
+    """Rows that :meth:`Attributes.rows` made, taken in a run, make the batch their
+    arrays' views make; out of order, the batch their instances make (joined)."""
+    xs = [Attributes.coerce(d) for d in docs]
+    rows = Attributes.rows(
+        np.concatenate([x.indices for x in xs]),
+        np.concatenate([x.values for x in xs]),
+        np.cumsum([0, *(x.indices.size for x in xs)]),
+        np.array([x.size for x in xs]),
+        np.array([x.low for x in xs]),
+        np.array([x.high for x in xs]),
+    )
+    a = data.draw(st.integers(0, len(rows) - 1))
+    b = data.draw(st.integers(a + 1, len(rows)))
+    order = data.draw(st.permutations(range(a, b)))
+    for picked in (list(range(a, b)), order):
+        got = AttributeBatch.from_instances([rows[t] for t in picked])
+        want = AttributeBatch.from_instances([docs[t] for t in picked])
+        assert got.indptr.tolist() == want.indptr.tolist()
+        assert got.indices.tolist() == want.indices.tolist()
+        assert got.values.tolist() == want.values.tolist()
+        assert (got.size, got.low, got.high) == (want.size, want.low, want.high)
+    ran = consecutive_rows(rows[a:b])
+    assert ran is not None and ran[1] == a
+    assert consecutive_rows([rows[a], Attributes.coerce(docs[a])]) is None
 
 
 @pytest.mark.parametrize(

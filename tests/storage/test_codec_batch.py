@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.core.instance import Attributes, Experts
+from models.core.instance import Attributes, Experts, consecutive_rows
 from storage.codec import (
     LogEntry,
     decode_entries,
@@ -221,3 +221,33 @@ def test_instances_encoded_together_are_each_as_encoded_alone(
     xs: list[Attributes | Experts], rows: bool
 ) -> None:
     assert encode_instances(xs, rows) == [encode_instance(x, rows) for x in xs]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.integers(0, 2**31 - 1), GOOD, max_size=5), min_size=1, max_size=8),
+    st.data(),
+)
+def test_rows_of_a_batch_encode_as_each_alone_in_a_run_or_not(
+    docs: list[dict[int, float]], data: Any
+) -> None:
+    """A run of a batch's rows, in order, is encoded from the batch's arrays at once;
+    rows out of order, or a row apart, as any instances: each as encoded alone."""
+    xs = [Attributes.coerce(d) for d in docs]
+    sizes = [x.indices.size for x in xs]
+    rows = Attributes.rows(
+        np.concatenate([x.indices for x in xs]),
+        np.concatenate([x.values for x in xs]),
+        np.cumsum([0, *sizes]),
+        np.array([x.size for x in xs]),
+        np.array([x.low for x in xs]),
+        np.array([x.high for x in xs]),
+    )
+    a = data.draw(st.integers(0, len(rows) - 1))
+    b = data.draw(st.integers(a + 1, len(rows)))
+    run = rows[a:b]
+    assert consecutive_rows(run) == (rows[0].source[0], a)
+    assert encode_instances(run) == [encode_instance(x) for x in xs[a:b]]
+    picked = data.draw(st.permutations(rows)) if len(rows) > 1 else [*rows, *rows]
+    if consecutive_rows(picked) is None:
+        assert encode_instances(picked) == [encode_instance(x) for x in picked]
