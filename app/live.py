@@ -640,14 +640,23 @@ class LiveModel:
     ) -> None:
         """:meth:`_record` of the entries from ``first`` on, together."""
         end = first + len(ys)
-        applied = [Applied(p, o == 1) for p, o in zip(predicted, outcomes, strict=True)]
-        self.recent.update(zip(range(first, end), applied, strict=True))
+        pairs = list(zip(predicted, outcomes, strict=True))
+        made = {pair: Applied(pair[0], pair[1] == 1) for pair in set(pairs)}  # a few
+        self.recent.update(zip(range(first, end), map(made.__getitem__, pairs), strict=True))
         for seq in range(first - RECENT, end - RECENT):
             self.recent.pop(seq, None)
         start = max(first, self.folded + 1)
         self.unfolded.update(
-            (seq, (ys[t], predicted[t], outcomes[t], trial_id))
-            for t, seq in enumerate(range(start, end), start - first)
+            zip(
+                range(start, end),
+                zip(
+                    ys[start - first :],
+                    predicted[start - first :],
+                    outcomes[start - first :],
+                    itertools.repeat(trial_id),
+                ),
+                strict=False,
+            )
         )
 
     def acknowledge(self, sync: Sync | Saved) -> None:
