@@ -195,9 +195,12 @@ class Attributes:
         arrays, made read-only, each with its row of the batch they make as ``source``."""
         idx = np.ascontiguousarray(idx)
         val = np.ascontiguousarray(val)
+        # the batch keeps the arrays as a batch joined from instances has them (writable:
+        # the compiled learners take one kind), its rows read-only views of them
+        batch = AttributeBatch.trusted(ptr, idx, val)
+        idx, val = idx.view(), val.view()
         idx.flags.writeable = False
         val.flags.writeable = False
-        batch = AttributeBatch.trusted(ptr, idx, val)
         out = []
         bounds = ptr.tolist()
         for t, (s, lo, hi) in enumerate(

@@ -35,7 +35,7 @@ from app.warm import Warmup
 from models.inputs.batch import RawExperts, RawFeatures
 from models.registry import KINDS
 from models.warm import warm_kernels
-from storage.codec import decode_instance, encode_instance
+from storage.codec import decode_instance, encode_instance, encode_instances
 
 BINARY, INTS, MULTI = ["pos", "neg"], [1, -1], ["a", "b", "c", "d", "e"]
 DENSE = {"attributes": {"n_features": 10}}
@@ -161,6 +161,12 @@ def serve_first_requests(config: dict[str, Any]) -> None:
             for together in ([raw], [raw, raw]):  # a lone request's, and a group's
                 assert not [x for x in m.encode_each(together) if isinstance(x, Exception)]
     m.apply_own(1, list(zip(xs, ys, strict=True)))  # a learn batch this worker appended
+    got = items[0].get("features")
+    if isinstance(got, dict):  # a learn batch read from its body: the rows of one batch
+        text = orjson.dumps(got)
+        rows = m.encode_each([RawFeatures(text, 0, len(text))] * len(ys))
+        encode_instances(rows)  # as stored
+        m.apply_own(m.version + 1, list(zip(rows, ys, strict=True)))
     logged = [  # learn entries other workers appended, as read back from Redis
         (f"{m.version + 1 + t}-0".encode(), [b"k", b"n", b"x", encode_instance(x), b"y", b"%d" % y])
         for t, (x, y) in enumerate(zip(xs[:3], ys, strict=False))

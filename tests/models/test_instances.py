@@ -208,6 +208,7 @@ def test_a_run_of_a_batchs_rows_is_the_batch_of_those_rows(
         np.array([x.low for x in xs]),
         np.array([x.high for x in xs]),
     )
+    assert not any(x.indices.flags.writeable or x.values.flags.writeable for x in rows)
     a = data.draw(st.integers(0, len(rows) - 1))
     b = data.draw(st.integers(a + 1, len(rows)))
     order = data.draw(st.permutations(range(a, b)))
