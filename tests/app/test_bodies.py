@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 from fastapi.exceptions import RequestValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -189,11 +190,21 @@ plain_features = st.fixed_dictionaries(
     {"instance": st.fixed_dictionaries({"features": features})},
     optional={"label": st.sampled_from(["a", 3]), "trial_id": st.sampled_from(["t1", None])},
 )
+# a batch whose items share a label (its column read at once), plain or not
+learn_alike = st.sampled_from(["a", 3, -12, "x" * 256, "x" * 257, 10**18, True]).flatmap(
+    lambda label: st.lists(
+        st.fixed_dictionaries(
+            {"instance": st.fixed_dictionaries({"features": features}), "label": st.just(label)}
+        ),
+        max_size=40,
+    )
+)
 batches = st.fixed_dictionaries(
     {},
     optional={
         "items": st.one_of(
             st.lists(plain_predict, max_size=40),
+            learn_alike,
             st.lists(plain_learn, max_size=40),
             st.lists(plain_features, max_size=40),
             st.lists(plain_predict | plain_learn | plain_features | members, max_size=5),
@@ -436,3 +447,18 @@ def test_a_batch_answer_writes_shared_judgements_as_each_item_alone(
         ]
     }
     assert json.loads(orjson.dumps(_many(results))) == json.loads(orjson.dumps(want))
+
+
+@pytest.mark.parametrize("label", ["x" * 256, "x" * 257, "a", 3, -12, 2**62, True, None, 1.5])
+def test_a_batch_whose_items_share_a_label_reads_it_as_read_in_full(label: Any) -> None:
+    """The label column of a batch is read at once: as in full, or left to it (a plain
+    one is not)."""
+    item = {"instance": {"features": {"1": 1.0}}, "label": label}
+    body = json.dumps({"items": [item] * 3}).encode()
+    got = bodies.read_batch(body, *LEARN_BATCHED[1], *LEARN_BATCHED[2:])
+    want = read_batch_in_full(body, LEARN_BATCHED)
+    if got is None:  # left to the full read
+        assert label not in ("x" * 256, "a", 3, -12), label  # a plain label is not
+        return
+    assert want is not RequestValidationError
+    assert [fields(i) for i in got[0]] == [fields(i) for i in want["items"]]
