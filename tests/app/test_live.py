@@ -347,6 +347,9 @@ def test_an_instance_whose_batch_would_not_fit_is_kept_over_arrays_of_its_own(ki
     assert type(got) is type(x) and got is not x
     for name in x.__slots__:
         a, b = getattr(got, name), getattr(x, name)
+        if name == "source":  # a row of the batch; the copy is not
+            assert b is not None and a is None
+            continue
         if name not in slots:
             assert a == b
             continue
