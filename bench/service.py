@@ -443,8 +443,13 @@ def quiet(most: float = QUIET_CORES, window: float = 0.2, patience: float = 15.0
     print(f"  (the machine stayed busy for {patience:g} s: measuring anyway)", file=sys.stderr)
 
 
+# how often a phase whose window completed no request is run again (each twice as long)
+EMPTY_WINDOW_RETRIES = 4
+
+
 class Runner:
-    """Hands plans to the generator process and keeps every result, by phase and round."""
+    """Hands plans to the generator process and keeps every result, by phase and round;
+    a phase whose window completed no request is run again with a longer window."""
 
     def __init__(
         self, pool: ProcessPoolExecutor, warmup: float, seconds: float, patience: float
@@ -473,11 +478,18 @@ class Runner:
             client=self.client,
             **kw,
         )
-        quiet(patience=self.patience)
         watched = self.redis if "redis" in kw.get("watch", {}) else None
-        before = _forks(watched)
-        result = self.pool.submit(run_plan, plan).result()
-        forks = None if watched is None else _forks(watched) - before
+        for _ in range(EMPTY_WINDOW_RETRIES + 1):
+            quiet(patience=self.patience)
+            before = _forks(watched)
+            result = self.pool.submit(run_plan, plan).result()
+            forks = None if watched is None else _forks(watched) - before
+            # a window in which no request completed (a slow client on a busy machine,
+            # in a short window) gives no rate: run it again twice as long, unless its
+            # bodies carry ids, which cannot be sent again
+            if result.requests or plan.id_prefix is not None or not plan.cycle:
+                break
+            plan.seconds *= 2
         if result.errors:
             raise RuntimeError(
                 f"{name}: {result.errors} requests failed, first {result.first_error}"

@@ -5,10 +5,16 @@ Of a run only the output format is asserted (each figure a finite number, positi
 for CPU times); the figures themselves are measurements, never test conditions.
 """
 
+import asyncio
+import contextlib
 import math
+import multiprocessing
 import re
 import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 from _run import BENCH_DIR, run_bench
 
@@ -131,3 +137,52 @@ def test_a_rate_is_its_best_round_and_a_p99_its_lowest_apart_from_it():
     assert run.best("edge").rate == 1000
     # the tail of the round with the best rate is not the side's least disturbed one
     assert run.least_p99("edge") == 4.0
+
+
+class SlowServer:
+    """A keep-alive HTTP/1.1 server on a thread of its own that answers each request
+    ``{}`` after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.loop = asyncio.new_event_loop()
+        self.started = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        self.started.wait(10)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._client, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self.started.set()
+        self.loop.run_forever()
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = re.search(rb"(?i)content-length: *(\d+)", head)
+                await reader.readexactly(int(length[1]) if length else 0)
+                await asyncio.sleep(self.delay)
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                await writer.drain()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def test_a_window_that_completes_no_request_is_run_again_longer():
+    """Answers slower than the window leave it empty: the phase is run again, twice as
+    long each time, until its window completes some, and gives a rate."""
+    slow = SlowServer(0.25)
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            run = Runner(pool, warmup=0.0, seconds=0.1, patience=0.0)
+            got = run("slow", SimpleNamespace(port=slow.port), "/", [b"{}"], concurrency=2)  # type: ignore[arg-type]
+    finally:
+        slow.close()
+    assert got.requests > 0 and got.rate > 0
+    assert got.seconds > 0.3  # 0.1 and 0.2 s complete no answer of 0.25 s: 0.4 does
+    assert run.results["slow"] == [got]
