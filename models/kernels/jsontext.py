@@ -296,6 +296,81 @@ def _skip(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
         i += 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _member_key(b: np.ndarray, i: int, end: int) -> tuple[int, int, int]:
+    """``(k0, k1, v0)`` of the member whose key opens at ``i``: the key at ``b[k0:k1]``
+    without its quotes, the value at ``v0`` (past the colon and whitespace); ``v0``
+    REFUSED when no key and colon are there."""
+    if i >= end or b[i] != _QUOTE:
+        return 0, 0, REFUSED
+    k0 = i + 1
+    i = _string(b, i, end)
+    if i < 0:
+        return 0, 0, REFUSED
+    k1 = i - 1
+    i = _ws(b, i, end)
+    if i >= end or b[i] != _COLON:
+        return 0, 0, REFUSED
+    return k0, k1, _ws(b, i + 1, end)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _named(b: np.ndarray, spans: np.ndarray, n: int, k0: int, k1: int) -> bool:
+    """Whether one of the first ``n`` members in ``spans`` has the key ``b[k0:k1]``."""
+    for j in range(n):
+        if spans[j, 1] - spans[j, 0] == k1 - k0:
+            same = True
+            for t in range(k1 - k0):
+                if b[spans[j, 0] + t] != b[k0 + t]:
+                    same = False
+                    break
+            if same:
+                return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _after_member(b: np.ndarray, v1: int, end: int) -> tuple[int, bool]:
+    """``(i, more)`` after a member's value ending at ``v1``: the next member's key at
+    ``i`` (``more``), or ``i`` just past the object's closing brace; ``i`` REFUSED when
+    neither a comma nor the brace follows."""
+    i = _ws(b, v1, end)
+    if i < end and b[i] == _COMMA:
+        return _ws(b, i + 1, end), True
+    if i < end and b[i] == _RBRACE:
+        return i + 1, False
+    return REFUSED, False
+
+
+@njit(cache=True, nogil=True)
+def _object(b: np.ndarray, start: int, end: int, checked: bool) -> tuple[int, int, np.ndarray]:
+    """``(n, i, spans)``: :func:`members` of the object at ``b[start:end]``, and ``i``
+    just past its closing brace."""
+    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
+    i = _ws(b, start, end)
+    if i >= end or b[i] != _LBRACE:
+        return REFUSED, i, spans
+    i = _ws(b, i + 1, end)
+    if i < end and b[i] == _RBRACE:
+        return 0, i + 1, spans
+    n, more = 0, True
+    while more:
+        k0, k1, v0 = _member_key(b, i, end)
+        if v0 < 0:
+            return REFUSED, i, spans
+        v1, kind = _skip(b, v0, end) if checked else _value(b, v0, end)
+        # a key given twice, or more than MAX_MEMBERS (so the check for keys given twice
+        # stays short)
+        if v1 < 0 or _named(b, spans, n, k0, k1) or n == MAX_MEMBERS:
+            return REFUSED, i, spans
+        spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
+        n += 1
+        i, more = _after_member(b, v1, end)
+        if i < 0:
+            return REFUSED, i, spans
+    return n, i, spans
+
+
 @njit(cache=True, nogil=True)
 def members(
     b: np.ndarray, start: int, end: int, whole: bool, checked: bool = False
@@ -307,52 +382,8 @@ def members(
     whitespace may follow the object. ``n`` is REFUSED when the text is not read, a key
     comes twice, or there are more than MAX_MEMBERS (so the check for keys given twice
     stays short)."""
-    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
-    i = _ws(b, start, end)
-    if i >= end or b[i] != _LBRACE:
-        return REFUSED, spans
-    i = _ws(b, i + 1, end)
-    n = 0
-    if i < end and b[i] == _RBRACE:
-        i += 1
-    else:
-        while True:
-            if i >= end or b[i] != _QUOTE:
-                return REFUSED, spans
-            k0 = i + 1
-            i = _string(b, i, end)
-            if i < 0:
-                return REFUSED, spans
-            k1 = i - 1
-            i = _ws(b, i, end)
-            if i >= end or b[i] != _COLON:
-                return REFUSED, spans
-            v0 = _ws(b, i + 1, end)
-            v1, kind = _skip(b, v0, end) if checked else _value(b, v0, end)
-            if v1 < 0:
-                return REFUSED, spans
-            for j in range(n):  # a key given twice
-                if spans[j, 1] - spans[j, 0] == k1 - k0:
-                    same = True
-                    for t in range(k1 - k0):
-                        if b[spans[j, 0] + t] != b[k0 + t]:
-                            same = False
-                            break
-                    if same:
-                        return REFUSED, spans
-            if n == MAX_MEMBERS:
-                return REFUSED, spans
-            spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
-            n += 1
-            i = _ws(b, v1, end)
-            if i < end and b[i] == _COMMA:
-                i = _ws(b, i + 1, end)
-                continue
-            if i < end and b[i] == _RBRACE:
-                i += 1
-                break
-            return REFUSED, spans
-    if whole and _ws(b, i, end) != end:
+    n, i, spans = _object(b, start, end, checked)
+    if n >= 0 and whole and _ws(b, i, end) != end:
         return REFUSED, spans
     return n, spans
 
@@ -364,20 +395,46 @@ def _is(b: np.ndarray, a: int, z: int, word: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _instance_in(b: np.ndarray, spans: np.ndarray, n: int) -> tuple[int, int, int]:
-    """``(start, end, form)``: the object ``v`` at ``b[start:end]`` when the member
-    ``instance`` among the ``n`` rows of ``spans`` (text :func:`members` has read) is
-    ``{"experts": v}`` alone (FORM_EXPERTS) or ``{"features": v}`` alone (FORM_FEATURES),
-    else (-1, -1, -1)."""
-    for j in range(n):
-        if spans[j, 4] == KIND_OBJECT and _is(b, spans[j, 0], spans[j, 1], _INSTANCE):
-            m, inner = members(b, spans[j, 2], spans[j, 3], False, True)
-            if m == 1 and inner[0, 4] == KIND_OBJECT:
+def _trial(b: np.ndarray, start: int, end: int) -> tuple[int, int, np.ndarray, int, int, int]:
+    """``(n, i, spans, e0, e1, form)``: :func:`_object` of a trial's object, whose member
+    ``instance``, when an object, is read as its members on the way (one pass over its
+    text): ``b[e0:e1]`` the object ``v`` when it is ``{"experts": v}`` alone
+    (FORM_EXPERTS) or ``{"features": v}`` alone (FORM_FEATURES), else (-1, -1, -1). An
+    instance :func:`members` refuses (a key twice, more than MAX_MEMBERS) refuses the
+    trial."""
+    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
+    e0, e1, form = -1, -1, -1
+    i = _ws(b, start, end)
+    if i >= end or b[i] != _LBRACE:
+        return REFUSED, i, spans, e0, e1, form
+    i = _ws(b, i + 1, end)
+    if i < end and b[i] == _RBRACE:
+        return 0, i + 1, spans, e0, e1, form
+    n, more = 0, True
+    while more:
+        k0, k1, v0 = _member_key(b, i, end)
+        if v0 < 0:
+            return REFUSED, i, spans, e0, e1, form
+        if v0 < end and b[v0] == _LBRACE and _is(b, k0, k1, _INSTANCE):
+            m, v1, inner = _object(b, v0, end, False)
+            kind = KIND_OBJECT
+            if m < 0:
+                v1 = REFUSED
+            elif m == 1 and inner[0, 4] == KIND_OBJECT:
                 if _is(b, inner[0, 0], inner[0, 1], _EXPERTS):
-                    return inner[0, 2], inner[0, 3], FORM_EXPERTS
-                if _is(b, inner[0, 0], inner[0, 1], _FEATURES):
-                    return inner[0, 2], inner[0, 3], FORM_FEATURES
-    return -1, -1, -1
+                    e0, e1, form = inner[0, 2], inner[0, 3], FORM_EXPERTS
+                elif _is(b, inner[0, 0], inner[0, 1], _FEATURES):
+                    e0, e1, form = inner[0, 2], inner[0, 3], FORM_FEATURES
+        else:
+            v1, kind = _value(b, v0, end)
+        if v1 < 0 or _named(b, spans, n, k0, k1) or n == MAX_MEMBERS:
+            return REFUSED, i, spans, e0, e1, form
+        spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
+        n += 1
+        i, more = _after_member(b, v1, end)
+        if i < 0:
+            return REFUSED, i, spans, e0, e1, form
+    return n, i, spans, e0, e1, form
 
 
 @njit(cache=True, nogil=True)
@@ -386,8 +443,9 @@ def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int, int]:
     :func:`members` finds them, and ``b[start:end]`` the object ``v`` when member
     ``instance`` is ``{"experts": v}`` or ``{"features": v}`` alone, ``form`` saying
     which (else -1, -1, -1)."""
-    n, spans = members(b, 0, b.size, True)
-    start, end, form = _instance_in(b, spans, n)
+    n, i, spans, start, end, form = _trial(b, 0, b.size)
+    if n >= 0 and _ws(b, i, b.size) != b.size:
+        n = REFUSED
     return n, spans, start, end, form
 
 
@@ -407,47 +465,72 @@ def batch_members(
     :func:`members` finds them and, when one is ``items``, an array of objects, its ``m``
     elements: element ``t`` has ``counts[t]`` members ``rows[t, :counts[t]]`` (rows as
     ``spans``), and ``instances[t]`` is (start, end, form) of its instance's ``experts``
-    or ``features`` object as :func:`trial_members` finds it. ``m`` is REFUSED when no
-    member ``items`` is an array, an element is not an object or one :func:`members`
-    refuses, or there are more than ``most`` elements (the rows take a few hundred bytes
-    each)."""
-    n, spans = members(b, 0, b.size, True)
-    counts = np.empty(0, dtype=np.int64)
-    rows = np.empty((0, MAX_MEMBERS, 5), dtype=np.int64)
-    instances = np.empty((0, 3), dtype=np.int64)
-    at = -1
-    for j in range(max(n, 0)):
-        if spans[j, 4] == KIND_ARRAY and _is(b, spans[j, 0], spans[j, 1], _ITEMS):
-            at = j
-    if at < 0:
-        return n, spans, REFUSED, counts, rows, instances
-    a, z = spans[at, 2], spans[at, 3]
-    m, room = 0, 16
+    or ``features`` object as :func:`trial_members` finds it. Each element is read as
+    :func:`trial_members` reads a trial, in the one pass over the text. ``m`` is REFUSED
+    (and then ``n`` too when it is not known) when no member ``items`` is an array, an
+    element is not an object or one that :func:`trial_members` refuses, or there are more
+    than ``most`` elements (the rows take a few hundred bytes each)."""
+    end = b.size
+    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
+    room = 16
     counts = np.empty(room, dtype=np.int64)
     rows = np.empty((room, MAX_MEMBERS, 5), dtype=np.int64)
     instances = np.empty((room, 3), dtype=np.int64)
-    i = _ws(b, a + 1, z)
-    while b[i] != _RBRACKET:  # the elements (the text was read: it is sound)
-        if b[i] != _LBRACE or m == most:
-            return n, spans, REFUSED, counts, rows, instances
-        if m == room:
-            room *= 2
-            counts, rows, instances = (
-                _grown(counts, room),
-                _grown(rows, room),
-                _grown(instances, room),
-            )
-        k, inner = members(b, i, z, False, True)
-        if k < 0:
-            return n, spans, REFUSED, counts, rows, instances
-        counts[m] = k
-        rows[m, :k] = inner[:k]
-        instances[m, 0], instances[m, 1], instances[m, 2] = _instance_in(b, inner, k)
-        m += 1
-        i = _ws(b, inner[k - 1, 3], z) + 1 if k else _ws(b, i + 1, z) + 1  # past the }
-        i = _ws(b, i, z)
-        if b[i] == _COMMA:
-            i = _ws(b, i + 1, z)
+    m = REFUSED  # elements of the member items, once it is read
+    i = _ws(b, 0, end)
+    if i >= end or b[i] != _LBRACE:
+        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
+    i = _ws(b, i + 1, end)
+    n, more = 0, True
+    if i < end and b[i] == _RBRACE:
+        i, more = i + 1, False
+    while more:
+        k0, k1, v0 = _member_key(b, i, end)
+        if v0 < 0:
+            return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
+        if v0 < end and b[v0] == _LBRACKET and _is(b, k0, k1, _ITEMS):
+            kind = KIND_ARRAY
+            m = 0
+            v1 = _ws(b, v0 + 1, end)
+            if v1 < end and b[v1] == _RBRACKET:
+                v1 += 1
+            else:
+                while True:  # the elements: objects, each a trial
+                    if v1 >= end or b[v1] != _LBRACE or m == most:
+                        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
+                    k, v1, inner, e0, e1, form = _trial(b, v1, end)
+                    if k < 0:
+                        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
+                    if m == room:
+                        room *= 2
+                        counts, rows, instances = (
+                            _grown(counts, room),
+                            _grown(rows, room),
+                            _grown(instances, room),
+                        )
+                    counts[m] = k
+                    rows[m, :k] = inner[:k]
+                    instances[m, 0], instances[m, 1], instances[m, 2] = e0, e1, form
+                    m += 1
+                    v1 = _ws(b, v1, end)
+                    if v1 < end and b[v1] == _COMMA:
+                        v1 = _ws(b, v1 + 1, end)
+                        continue
+                    if v1 < end and b[v1] == _RBRACKET:
+                        v1 += 1
+                        break
+                    return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
+        else:
+            v1, kind = _value(b, v0, end)
+        if v1 < 0 or _named(b, spans, n, k0, k1) or n == MAX_MEMBERS:
+            return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
+        spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
+        n += 1
+        i, more = _after_member(b, v1, end)
+        if i < 0:
+            return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
+    if _ws(b, i, end) != end:
+        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
     return n, spans, m, counts[:m], rows[:m], instances[:m]
 
 

@@ -28,11 +28,13 @@ from models.kernels.jsontext import (
     FORM_FEATURES,
     KIND_FLOAT,
     KIND_INT,
+    KIND_OBJECT,
     MAX_MEMBERS,
     SCAN,
     UNCOUNTED,
     _count,
     _number,
+    batch_members,
     members,
     trial_members,
 )
@@ -271,6 +273,113 @@ def test_trial_members_find_the_experts_or_features_of_an_instance_alone() -> No
     ):
         assert trial_members(text(other))[0] == 1 and trial_members(text(other))[2:] == (-1,) * 3
     assert trial_members(text(b'{"instance": {"experts": {}}'))[0] < 0
+
+
+def trial_by_members(b: np.ndarray, a: int, z: int) -> tuple[int, np.ndarray, int, int, int]:
+    """What :func:`trial_members` finds in the trial at ``b[a:z]``, found with
+    :func:`members` alone: the trial's members, then its instance's."""
+    n, spans = members(b, a, z, False)
+    none = (-1, -1, -1)
+    for k0, k1, v0, v1, _ in spans[: max(n, 0)].tolist():
+        if bytes(b[k0:k1]) == b"instance" and bytes(b[v0 : v0 + 1]) == b"{":
+            m, inner = members(b, v0, v1, False)
+            if m < 0:  # an instance of a key twice, or of too many members: refused
+                return m, spans, *none
+            if m == 1 and inner[0, 4] == KIND_OBJECT:
+                form = {b"experts": FORM_EXPERTS, b"features": FORM_FEATURES}.get(
+                    bytes(b[inner[0, 0] : inner[0, 1]])
+                )
+                if form is not None:
+                    return n, spans, int(inner[0, 2]), int(inner[0, 3]), form
+    return n, spans, *none
+
+
+trial_docs = st.fixed_dictionaries(
+    {},
+    optional={
+        "label": json_values,
+        "trial_id": json_values,
+        "instance": st.one_of(
+            json_values,
+            st.dictionaries(st.sampled_from(["experts", "features"]), json_values, max_size=2),
+            # about as many members as an object may have (MAX_MEMBERS), of values
+            # the readers take
+            st.dictionaries(
+                st.text("abc", max_size=3),
+                st.integers(0, 9) | st.none(),
+                min_size=MAX_MEMBERS - 1,
+                max_size=MAX_MEMBERS + 2,
+            ),
+        ),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(trial_docs, st.sampled_from([None, 0, 2]))
+def test_a_trials_members_and_instance_are_found_in_one_pass_as_members_finds_them(
+    doc: dict[str, Any], indent: Any
+) -> None:
+    """The members of a trial, and its instance's experts or features object, are those
+    :func:`members` finds reading the trial and then its instance; any text cut short or
+    altered that is not JSON is refused."""
+    s = json.dumps(doc, indent=indent)
+    for t in [s, *mutations(s)]:
+        b = text(t)
+        n, spans, e0, e1, form = trial_members(b)
+        want_n, want_spans, *want = trial_by_members(b, 0, len(t))
+        if want_n >= 0 and members(b, 0, len(t), True)[0] < 0:
+            want_n = -1  # more than whitespace after the trial
+        assert (n >= 0) == (want_n >= 0), t
+        if n >= 0:
+            assert n == want_n and (spans[:n] == want_spans[:n]).all(), t
+            assert [e0, e1, form] == want, t
+        if parsed(t) is ValueError:
+            assert n < 0, t
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(trial_docs, max_size=4), st.sampled_from([None, 0, 2]), st.booleans())
+def test_a_batchs_items_are_read_each_as_a_trial_in_one_pass(
+    items: list[dict[str, Any]], indent: Any, track: bool
+) -> None:
+    """Each item of a batch is read as :func:`trial_members` reads a trial alone, and
+    the batch's members as :func:`members` finds them; a batch whose items are not all
+    objects that read so is refused, and so is any altered text that is not JSON."""
+    doc: dict[str, Any] = {"items": items, "track": track} if track else {"items": items}
+    s = json.dumps(doc, indent=indent)
+    for t in [s, *mutations(s)]:
+        b = text(t)
+        n, spans, m, counts, rows, instances = batch_members(b, 100)
+        if parsed(t) is ValueError:
+            assert m < 0, t
+            continue
+        if m < 0:
+            continue  # refused: left to the parser (checked for the text unaltered below)
+        want_n, want_spans = members(b, 0, len(t), True)
+        assert n == want_n and (spans[:n] == want_spans[:n]).all(), t
+        keys = [t[k0:k1] for k0, k1, *_ in want_spans[:n].tolist()]
+        starts = element_starts(t, int(want_spans[keys.index("items"), 2]))
+        assert m == len(starts) == len(counts) == len(rows) == len(instances), t
+        for j, a in enumerate(starts):
+            k, inner, *instance = trial_by_members(b, a, len(t))
+            assert counts[j] == k and (rows[j, :k] == inner[:k]).all(), t
+            assert instances[j].tolist() == instance, t
+    n, _, m, *_ = batch_members(text(s), 100)
+    alone = [trial_members(text(json.dumps(i, indent=indent)))[0] >= 0 for i in items]
+    assert (n >= 0 and m == len(items)) == all(alone), s
+
+
+def element_starts(t: str, a: int) -> list[int]:
+    """Where each element of the JSON array opening at ``t[a]`` starts."""
+    decoder, out, i = json.JSONDecoder(), [], a + 1
+    while True:
+        while t[i] in " \n\r\t,":
+            i += 1
+        if t[i] == "]":
+            return out
+        out.append(i)
+        _, i = decoder.raw_decode(t, i)
 
 
 @settings(max_examples=400, deadline=None)
