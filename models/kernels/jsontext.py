@@ -206,18 +206,28 @@ def _scalar(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _member_key(b: np.ndarray, i: int, end: int) -> tuple[int, int, int]:
+    """``(k0, k1, v0)`` of the member whose key opens at ``i``: the key at ``b[k0:k1]``
+    without its quotes, the value at ``v0`` (past the colon and whitespace); ``v0``
+    REFUSED when no key and colon are there."""
+    if i >= end or b[i] != _QUOTE:
+        return 0, 0, REFUSED
+    k0 = i + 1
+    i = _string(b, i, end)
+    if i < 0:
+        return 0, 0, REFUSED
+    k1 = i - 1
+    i = _ws(b, i, end)
+    if i >= end or b[i] != _COLON:
+        return 0, 0, REFUSED
+    return k0, k1, _ws(b, i + 1, end)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _key(b: np.ndarray, i: int, end: int) -> int:
     """The position of the value of the member whose key opens at ``i`` (past the key,
     the colon and whitespace); REFUSED when no key and colon are there."""
-    if i >= end or b[i] != _QUOTE:
-        return REFUSED
-    i = _string(b, i, end)
-    if i < 0:
-        return REFUSED
-    i = _ws(b, i, end)
-    if i >= end or b[i] != _COLON:
-        return REFUSED
-    return _ws(b, i + 1, end)
+    return _member_key(b, i, end)[2]
 
 
 @njit(cache=True, nogil=True)
@@ -274,46 +284,6 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
             return i, kind
 
 
-@njit(cache=True, nogil=True)
-def _skip(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
-    """``(end, kind)`` of the value at ``i`` in text :func:`_value` has read."""
-    c = b[i]
-    if c != _LBRACE and c != _LBRACKET:
-        return _value(b, i, end)
-    kind = KIND_OBJECT if c == _LBRACE else KIND_ARRAY
-    depth = 0
-    while True:
-        c = b[i]
-        if c == _QUOTE:
-            i = _string(b, i, end)
-            continue
-        if c in (_LBRACE, _LBRACKET):
-            depth += 1
-        elif c in (_RBRACE, _RBRACKET):
-            depth -= 1
-            if depth == 0:
-                return i + 1, kind
-        i += 1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _member_key(b: np.ndarray, i: int, end: int) -> tuple[int, int, int]:
-    """``(k0, k1, v0)`` of the member whose key opens at ``i``: the key at ``b[k0:k1]``
-    without its quotes, the value at ``v0`` (past the colon and whitespace); ``v0``
-    REFUSED when no key and colon are there."""
-    if i >= end or b[i] != _QUOTE:
-        return 0, 0, REFUSED
-    k0 = i + 1
-    i = _string(b, i, end)
-    if i < 0:
-        return 0, 0, REFUSED
-    k1 = i - 1
-    i = _ws(b, i, end)
-    if i >= end or b[i] != _COLON:
-        return 0, 0, REFUSED
-    return k0, k1, _ws(b, i + 1, end)
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _named(b: np.ndarray, spans: np.ndarray, n: int, k0: int, k1: int) -> bool:
     """Whether one of the first ``n`` members in ``spans`` has the key ``b[k0:k1]``."""
@@ -343,7 +313,7 @@ def _after_member(b: np.ndarray, v1: int, end: int) -> tuple[int, bool]:
 
 
 @njit(cache=True, nogil=True)
-def _object(b: np.ndarray, start: int, end: int, checked: bool) -> tuple[int, int, np.ndarray]:
+def _object(b: np.ndarray, start: int, end: int) -> tuple[int, int, np.ndarray]:
     """``(n, i, spans)``: :func:`members` of the object at ``b[start:end]``, and ``i``
     just past its closing brace."""
     spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
@@ -358,7 +328,7 @@ def _object(b: np.ndarray, start: int, end: int, checked: bool) -> tuple[int, in
         k0, k1, v0 = _member_key(b, i, end)
         if v0 < 0:
             return REFUSED, i, spans
-        v1, kind = _skip(b, v0, end) if checked else _value(b, v0, end)
+        v1, kind = _value(b, v0, end)
         # a key given twice, or more than MAX_MEMBERS (so the check for keys given twice
         # stays short)
         if v1 < 0 or _named(b, spans, n, k0, k1) or n == MAX_MEMBERS:
@@ -372,17 +342,14 @@ def _object(b: np.ndarray, start: int, end: int, checked: bool) -> tuple[int, in
 
 
 @njit(cache=True, nogil=True)
-def members(
-    b: np.ndarray, start: int, end: int, whole: bool, checked: bool = False
-) -> tuple[int, np.ndarray]:
+def members(b: np.ndarray, start: int, end: int, whole: bool) -> tuple[int, np.ndarray]:
     """``(n, spans)``: the members of the object at ``b[start:end]`` (after whitespace),
-    each checked through all its nesting (``checked``: the text was read so before, and
-    its values are only skipped): row ``j < n`` of ``spans`` is (key start, key end, value
-    start, value end, value kind), the key without its quotes. With ``whole`` nothing but
-    whitespace may follow the object. ``n`` is REFUSED when the text is not read, a key
+    each checked through all its nesting: row ``j < n`` of ``spans`` is (key start, key
+    end, value start, value end, value kind), the key without its quotes. With ``whole``
+    nothing but whitespace may follow the object. ``n`` is REFUSED when the text is not read, a key
     comes twice, or there are more than MAX_MEMBERS (so the check for keys given twice
     stays short)."""
-    n, i, spans = _object(b, start, end, checked)
+    n, i, spans = _object(b, start, end)
     if n >= 0 and whole and _ws(b, i, end) != end:
         return REFUSED, spans
     return n, spans
@@ -416,7 +383,7 @@ def _trial(b: np.ndarray, start: int, end: int) -> tuple[int, int, np.ndarray, i
         if v0 < 0:
             return REFUSED, i, spans, e0, e1, form
         if v0 < end and b[v0] == _LBRACE and _is(b, k0, k1, _INSTANCE):
-            m, v1, inner = _object(b, v0, end, False)
+            m, v1, inner = _object(b, v0, end)
             kind = KIND_OBJECT
             if m < 0:
                 v1 = REFUSED

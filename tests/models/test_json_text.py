@@ -122,8 +122,6 @@ def test_members_accept_only_json_and_find_its_members(doc: dict[str, Any], inde
         assert keys == list(doc)
         values = [json.loads(raw[c:d]) for _, _, c, d, _ in spans[:n].tolist()]
         assert values == list(doc.values())
-        m, again = members(text(s), 0, len(s), True, True)  # skipping the values
-        assert m == n and (again[:m] == spans[:n]).all()
     else:  # refused: an escape, non-ASCII text, a number outside the exact subset
         assert "\\" in s or not s.isascii() or any(isinstance(v, int | float) for v in _leaves(doc))
     for bad in mutations(s):
