@@ -11,6 +11,12 @@ A gather may have several lanes: while fewer calls than that are in flight and n
 waits, a call goes at once on its own; only calls beyond them wait and go together. Reads
 that must see what came before them take this form (a few at once cost little, and
 waiting for a read in flight would double their latency).
+
+A gather of calls that seldom wait on anything (a prediction kept nowhere, answered from
+the worker's copy of the model) would never gather at all: each call is done before the
+next is read. Such a gather goes by turns of the event loop instead (``by_turn``): every
+call waits for the end of the turn in which it arrived, and those that arrived in the same
+turn (the requests read from every connection that turn) go together.
 """
 
 from __future__ import annotations
@@ -29,14 +35,20 @@ R = TypeVar("R")
 class Gather(Generic[T, R]):
     """Run ``run`` on a list of items (at most ``most``), which returns one result per
     item, in order; callers hand in one item each, at most ``lanes`` calls or batches
-    in flight (see the module docstring)."""
+    in flight, or every call by turns of the event loop (``by_turn``: see the module
+    docstring)."""
 
     def __init__(
-        self, run: Callable[[list[T]], Awaitable[Sequence[R]]], most: int, lanes: int = 1
+        self,
+        run: Callable[[list[T]], Awaitable[Sequence[R]]],
+        most: int,
+        lanes: int = 1,
+        by_turn: bool = False,
     ) -> None:
         self._run = run
         self._most = max(1, most)
         self._lanes = max(1, lanes)
+        self._by_turn = by_turn
         self._running = 0  # calls and batches in flight
         self._waiting: list[tuple[T, asyncio.Future[R]]] = []
         self._drain: asyncio.Task[None] | None = None
@@ -47,9 +59,12 @@ class Gather(Generic[T, R]):
 
     async def __call__(self, item: T) -> R:
         # those waiting go first: a call arriving after them waits too
-        if self._running >= self._lanes or self._waiting:
+        if self._running >= self._lanes or self._waiting or self._by_turn:
             fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
             self._waiting.append((item, fut))
+            if self._by_turn and self._drain is None:
+                # a task's first step runs after every callback already due this turn
+                self._drain = asyncio.ensure_future(self._drain_waiting())
             return await fut
         self._running += 1
         try:
@@ -93,7 +108,8 @@ class Gather(Generic[T, R]):
 
 class Gathers(Generic[K, T, R]):
     """A :class:`Gather` for each key that has calls in flight: made by the first call of
-    its key, with that call's ``run``, ``most`` and ``lanes``, and dropped once idle."""
+    its key, with that call's ``run``, ``most``, ``lanes`` and ``by_turn``, and dropped once
+    idle."""
 
     def __init__(self) -> None:
         self._by: dict[K, Gather[T, R]] = {}
@@ -105,10 +121,11 @@ class Gathers(Generic[K, T, R]):
         most: int,
         item: T,
         lanes: int = 1,
+        by_turn: bool = False,
     ) -> R:
         g = self._by.get(key)
         if g is None:
-            g = self._by[key] = Gather(run, most, lanes)
+            g = self._by[key] = Gather(run, most, lanes, by_turn)
         try:
             return await g(item)
         finally:

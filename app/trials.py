@@ -91,7 +91,9 @@ class TrialCalls:
         """``item``'s result, its call gathered with those of the same ``key`` arriving
         while one is in flight (see :mod:`app.gather`)."""
         most = self._predict_most if key[0] == "p" else GATHER_MOST
-        return await self._gathers(key, run, most, item)
+        # an untracked prediction waits on nothing: gathered by turns of the event loop
+        by_turn = key[0] == "p" and not key[2]
+        return await self._gathers(key, run, most, item, by_turn=by_turn)
 
     async def predict_one(
         self, name: str, payload: Any, trial_id: str | None, *, track: bool = True

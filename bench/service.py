@@ -35,7 +35,10 @@ from their rates) of
   Redis, one script call per group, before each is answered. That is the least a
   service that keeps every trial must do beside parsing, so ``append_vs_edge_*`` says
   how much of the edge such a service can reach at most, and ``*_vs_append_*`` the
-  service's share of that (information, no target);
+  service's share of that (information, no target). Beside them too, in the same turns,
+  the service's ``predict`` with ``"track": false``, which stores nothing and answers
+  from the worker's copy of the model: ``untracked_predict_vs_edge`` (information) says
+  how much of the tracked prediction's distance from its edge is the pending trial's;
 * ``learn/batch`` against the edge parsing the same batches and answering their item
   count (``batch_learn_vs_parse_only``), and against the edge parsing them and appending
   each item to a Redis stream of the same Redis, one script call per batch
@@ -341,6 +344,10 @@ class Stream:
     def predict_bodies(self) -> list[bytes]:
         """Tracked predictions whose trial id the generator fills in."""
         return [b'{"trial_id":"%s","instance":%s}' % (ID, x) for x in self.instances]
+
+    def untracked_bodies(self) -> list[bytes]:
+        """Predictions kept nowhere (``"track": false``): no trial id, nothing stored."""
+        return [b'{"track":false,"instance":%s}' % x for x in self.instances]
 
     def learn_bodies(self) -> list[bytes]:
         return [
@@ -694,20 +701,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             """The service, its edge and the edge keeping each trial in Redis (under
             ``/append``) on one fusion shape, taking turns going first."""
             base = f"/v1/models/fusion-{shape}"
+            turn = 1 - 2 * (k % 2)
             sides = [
                 (service, on_service, "", ""),
                 (edge, on_edge, "edge_", ""),
                 (edge, on_edge_redis, "append_", "/append"),
-            ][:: 1 - 2 * (k % 2)]
+            ]
+            # and the service's prediction that stores nothing, in the same turns
+            predicts = [(service, on_service, "untracked_", ""), *sides][::turn]
+            sides = sides[::turn]
             done = {}
-            for server, watch, side, under in sides:
-                ids = f"r{k}{side}f"
+            for server, watch, side, under in predicts:
+                untracked = side == "untracked_"
+                bodies = stream.untracked_bodies() if untracked else stream.predict_bodies()
                 done[side] = run(
                     f"{side}predict_{shape}",
                     server,
                     f"{under}{base}/predict",
-                    stream.predict_bodies(),
-                    id_prefix=ids,
+                    bodies,
+                    id_prefix=f"r{k}{side}f",
                     **watch,
                 )
             trials = [(f"r{k}f{i}", stream.labels[i % len(stream)]) for i in range(done[""].issued)]
@@ -878,6 +890,11 @@ def report(run: Runner, rounds: int) -> None:
             phase(f"append_{op}_{shape}", kept)
             print(line(f"append_vs_edge_{op}_{shape}", kept.rate / theirs.rate))
             print(line(f"{op}_vs_append_{shape}", ours.rate / kept.rate))
+        untracked = run.best(f"untracked_predict_{shape}")
+        phase(f"untracked_predict_{shape}", untracked)
+        ratio = untracked.rate / run.best(f"edge_predict_{shape}").rate
+        print(line(f"untracked_predict_vs_edge_{shape}", ratio))
+        worst.setdefault("untracked_predict", []).append(ratio)
     print()
     ours, theirs = run.best("stats"), run.best("edge_stats")
     print(
@@ -891,6 +908,9 @@ def report(run: Runner, rounds: int) -> None:
     print(line("edge_stats_background_learns_per_s", theirs.background_rate, 0))
     ratio = run.least_p99("stats") / run.least_p99("edge_stats")
     print(line("stats_p99_vs_edge_p99", ratio) + spread(run, "stats", "p99_ms"))
+    print()
+    print("a prediction that stores nothing (information), the worse shape")
+    print(line("untracked_predict_vs_edge", min(worst["untracked_predict"])))
     print()
     print("the headline: the worse shape of each")
     for op in ("learn", "label", "predict"):

@@ -99,6 +99,34 @@ async def test_calls_within_the_lanes_go_at_once_and_the_rest_wait_and_go_togeth
     assert await g(7) == 14 and run.batches[-1] == [7]
 
 
+async def test_by_turn_the_calls_of_one_turn_of_the_loop_go_together() -> None:
+    # a run that waits on nothing: each call is done before the next one starts, so
+    # gathered by calls in flight each goes alone
+    run = Recorder()
+    g: Gather[int, int] = Gather(run, most=3)
+    assert await asyncio.gather(*[g(i) for i in range(10, 15)]) == [20, 22, 24, 26, 28]
+    assert run.batches == [[10], [11], [12], [13], [14]]
+    # by turns: those started in one turn go together, at most 3 at once, in order
+    run = Recorder()
+    g = Gather(run, most=3, by_turn=True)
+    assert await g(1) == 2 and run.batches == [[1]] and g.idle  # alone, after its turn
+    assert await asyncio.gather(*[g(i) for i in range(10, 15)]) == [20, 22, 24, 26, 28]
+    assert run.batches == [[1], [10, 11, 12], [13, 14]] and g.idle
+    # calls of later turns, while a batch is at its run, wait and go together after it
+    run.hold = True
+    first = [asyncio.ensure_future(g(i)) for i in (20, 21)]
+    await started()
+    assert run.batches[-1] == [20, 21]
+    later = [asyncio.ensure_future(g(30))]
+    await started()
+    later.append(asyncio.ensure_future(g(31)))
+    await started()
+    assert run.batches[-1] == [20, 21] and not g.idle
+    run.release()
+    assert await asyncio.gather(*first, *later) == [40, 42, 60, 62]
+    assert run.batches[-1] == [30, 31] and g.idle
+
+
 async def test_a_failed_batch_fails_its_callers_only() -> None:
     run = Recorder()
     g: Gather[int, int] = Gather(run, most=2)

@@ -47,6 +47,8 @@ EXPECTED = [
         for shape in ("6x10", "25x5")
         for f in (*PHASE, "server_cpu_us")
     ),
+    *(f"untracked_predict_{shape}_{f}" for shape in ("6x10", "25x5") for f in SERVED),
+    *(f"untracked_predict_vs_edge{shape}" for shape in ("_6x10", "_25x5", "")),
     *(
         f"{op}_{shape}_redis_cpu_us"
         for op in ("append_predict", "append_label", "append_learn")
@@ -76,8 +78,13 @@ EXPECTED = [
     "label_vs_empty_endpoint",
     "learn_vs_empty_endpoint",
 ]
-# the edge keeping each trial is information: its ratios carry no target
-TARGETED = [name for name in EXPECTED if "_vs_" in name and "append_" not in name]
+# the edge keeping each trial and the prediction that stores nothing are information:
+# their ratios carry no target
+TARGETED = [
+    name
+    for name in EXPECTED
+    if "_vs_" in name and "append_" not in name and not name.startswith("untracked_")
+]
 TARGETED += ["batch_learn_trials_per_s"]
 UNTARGETED = [name for name in EXPECTED if "_vs_" in name and name not in TARGETED]
 # the service's phases, which watch Redis: each says how often Redis forked meanwhile
