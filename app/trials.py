@@ -86,13 +86,16 @@ class TrialCalls:
     # -- single trials, gathered ------------------------------------------------------
 
     async def _gathered(
-        self, key: tuple[Any, ...], run: Callable[[list[Any]], Awaitable[list[Result]]], item: Any
+        self,
+        key: tuple[Any, ...],
+        run: Callable[[list[Any]], Awaitable[list[Result]]],
+        item: Any,
+        by_turn: bool = False,
     ) -> Result:
         """``item``'s result, its call gathered with those of the same ``key`` arriving
-        while one is in flight (see :mod:`app.gather`)."""
+        while one is in flight, or in the same turn of the event loop (``by_turn``: see
+        :mod:`app.gather`)."""
         most = self._predict_most if key[0] == "p" else GATHER_MOST
-        # an untracked prediction waits on nothing: gathered by turns of the event loop
-        by_turn = key[0] == "p" and not key[2]
         return await self._gathers(key, run, most, item, by_turn=by_turn)
 
     async def predict_one(
@@ -103,7 +106,8 @@ class TrialCalls:
         async def run(items: list[tuple[Any, str | None]]) -> list[Result]:
             return await self.predict(name, items, track=track)
 
-        return await self._gathered(("p", name, track), run, (payload, trial_id))
+        # an untracked prediction waits on nothing: gathered by turns of the event loop
+        return await self._gathered(("p", name, track), run, (payload, trial_id), not track)
 
     async def label_one(self, name: str, trial_id: str, label: Any) -> Result:
         """:meth:`label` of one trial, gathered with others of the model."""
