@@ -25,11 +25,17 @@ class Limits:
     learner_bytes: int = 256 * 1024 * 1024
     learners: int = 512
     spec_depth: int = 8
+    derived_experts: int = 4_096
 
     @classmethod
     def of(cls, s: Settings) -> Limits:
         return cls(
-            s.max_labels, s.max_label_length, s.max_learner_bytes, s.max_learners, s.max_spec_depth
+            s.max_labels,
+            s.max_label_length,
+            s.max_learner_bytes,
+            s.max_learners,
+            s.max_spec_depth,
+            s.max_derived_experts,
         )
 
 

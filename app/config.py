@@ -48,6 +48,12 @@ class Settings(BaseSettings):
     max_learners: int = Field(
         default=512, ge=1, description="learner objects one model's spec may build"
     )
+    max_derived_experts: int = Field(
+        default=4_096,
+        ge=0,
+        le=65_536,
+        description="sub-experts one model's experts.combinations may add (subsets' averages)",
+    )
     max_spec_depth: int = Field(default=8, ge=1, le=64, description="nesting of a learner spec")
     max_pending: int = Field(
         default=1_000_000, ge=1, description="predictions waiting for a label, per model"

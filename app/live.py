@@ -256,6 +256,7 @@ def plan_model(config: dict[str, Any], limits: Limits) -> tuple[InputSpace, str]
             attributes=inp.get("attributes"),
             experts=inp.get("experts"),
             generations=inp.get("generations"),
+            max_derived_experts=limits.derived_experts,
         )
     except (InvalidParameter, InvalidInstance) as e:
         name = getattr(e, "name", "")

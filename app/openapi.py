@@ -30,7 +30,7 @@ from app.guard import WRITE_METHODS, needs
 from app.schemas import EXAMPLE_MODEL, MAX_LABEL_LENGTH, STORED_INTS
 from models.core import params as mp
 from models.core.learner import Spec, SpecList
-from models.inputs.space import NORMALIZE
+from models.inputs.derived import BY, NORMALIZE
 from models.registry import KINDS, describe
 
 __all__ = ["ERRORS", "install"]
@@ -284,9 +284,36 @@ def input_schemas() -> dict[str, dict[str, Any]]:
     seed = {"type": "integer", "minimum": 0, "maximum": STORED_INTS[1], "default": 0}
     hashing = _section({"n_features": _SIZE, "seed": seed}, "n_features")
     split = {"type": "array", "items": _LABEL, "uniqueItems": True}
+    by = {"enum": list(BY)}
+    combinations = _section(
+        {
+            "size": {"type": "integer", "minimum": 2, "maximum": 1_000_000},
+            "by": {
+                "anyOf": [by, {"type": "array", "items": by, "minItems": 1, "uniqueItems": True}],
+                "default": "score",
+            },
+        },
+        "size",
+    )
     experts = {
         "expert_names": _NAMES,
-        "normalize": {"enum": list(NORMALIZE), "default": "raw"},
+        "normalize": {
+            "anyOf": [
+                {"enum": list(NORMALIZE)},
+                {
+                    "type": "array",
+                    "items": {"enum": list(NORMALIZE)},
+                    "minItems": 1,
+                    "uniqueItems": True,
+                },
+            ],
+            "default": "raw",
+        },
+        "combinations": {
+            "anyOf": [{"type": "null"}, combinations],
+            "default": None,
+            "description": "averages of every subset of 2 to size experts, each a sub-expert",
+        },
         "threshold_experts": {"type": "boolean", "default": False},
         "split_classes": {"anyOf": [{"const": "all"}, {"type": "null"}, split], "default": None},
         "retired": {**_NAMES, "description": "experts that vote no more (see POST .../experts)"},

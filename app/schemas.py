@@ -77,7 +77,9 @@ class InputConfig(_In):
     experts: Document | None = Field(
         None,
         description='{"expert_names": [...], "normalize": "raw" | "sum-to-one" | "rank" | '
-        '"argmax", "threshold_experts": false, "split_classes": null}',
+        '"argmax" or a list of them (one sub-expert each), "combinations": null | '
+        '{"size": k, "by": "score" | "rank" | ["score", "rank"]}, "threshold_experts": false, '
+        '"split_classes": null}',
         examples=[EXAMPLE_MODEL["input"]["experts"]],
     )
     generations: list[list[int]] | None = Field(

@@ -15,7 +15,8 @@ Config::
                  | {"hashing": {"n_features": 1024, "seed": 0}},   # open vocabulary
                    (+ "constant_attribute": false)     # one extra attribute, always 1
      "experts": {"expert_names": ["clf_a", "clf_b"],
-                 "normalize": "raw" | "sum-to-one" | "rank" | "argmax",
+                 "normalize": "raw" | "sum-to-one" | "rank" | "argmax" | [several],
+                 "combinations": null | {"size": k, "by": "score" | "rank" | [both]},
                  "threshold_experts": false,           # k sub-experts, one per class
                  "split_classes": null | "all" | [label, ...],    # per-class split
                  "retired": []}}                       # experts that vote no more
@@ -39,24 +40,29 @@ label (score 1 for it). ``normalize`` then maps each voting expert's k scores:
 ``sum-to-one`` divides by their sum (all-zero stays zero, negatives are an error),
 ``rank`` gives the label of rank r (r = number of strictly higher scores) the vote
 (k-1-r)/(k-1), and ``argmax`` votes 1 for the top label (ties to the smallest class).
-Value ranges are otherwise left to the learners.
+Value ranges are otherwise left to the learners. A list of q normalisations enters each
+expert once per normalisation, and ``combinations`` adds subsets' averages
+(:mod:`models.inputs.derived`).
 
 Numbering. In form "attributes", features 0..d-1 come first, then the constant attribute
 at index d. In form "experts", with n named experts, s split classes c_0 < ... < c_{s-1},
-m = d (+1 with the constant) attributes and k classes, the sub-experts are, in order:
+m = d (+1 with the constant) attributes, k classes, q normalisations and D derived
+sub-experts (subsets' averages), the sub-experts are, in order:
 
 ==============================  ===========================  ========================
 block                           sub-expert index             votes
 ==============================  ===========================  ========================
-named expert i                  i                            its normalised k-vector
-split piece (i, c_j)            n + i*s + j                  x_i^{c_j} for c_j only
-attribute a, class c            n*(1+s) + a*k + c            x_a for class c only
-threshold for class c           n*(1+s) + m*k + c            1 for class c only
+named expert i, normalisation j i*q + j                      its normalised k-vector
+derived sub-expert t            n*q + t                      its subset's average
+split piece (i, c_j)            n*q + D + i*s + j            x_i^{c_j} for c_j only
+attribute a, class c            A + a*k + c                  x_a for class c only
+threshold for class c           A + m*k + c                  1 for class c only
 ==============================  ===========================  ========================
 
-so the constant attribute's k sub-experts are the last attribute's, and with attribute
-offset A = n*(1+s) the linear machine reads W[c][a] = w[A + a*k + c] (in a space that
-never changed: a changed one numbers its later generations after these).
+with attribute offset A = n*(q+s) + D, so the constant attribute's k sub-experts are the
+last attribute's, and the linear machine reads W[c][a] = w[A + a*k + c] (in a space that
+never changed: a changed one numbers its later generations after these). A split piece
+takes the first listed normalisation.
 :meth:`InputSpace.describe_experts` names every index.
 """
 
@@ -80,7 +86,7 @@ from models.core.instance import (
     threshold_experts,
 )
 from models.core.learner import UnknownLabel
-from models.core.params import Bool, Integer, InvalidParameter, Labels, Options
+from models.core.params import Bool, Integer, InvalidParameter, Labels
 from models.inputs.batch import (
     NameTable,
     RawExperts,
@@ -94,6 +100,13 @@ from models.inputs.batch import (
     raw_vote_row,
     raw_vote_rows,
     sparse_attributes,
+)
+from models.inputs.derived import (
+    DERIVED_LIMIT,
+    NORMALIZE,
+    Combinations,
+    Subsets,
+    read_normalize,
 )
 from models.inputs.payload import (
     check_option,
@@ -112,7 +125,6 @@ from models.kernels.instances import vote_rows
 __all__ = ["FORMS", "NORMALIZE", "InputSpace"]
 
 FORMS = ("attributes", "experts")
-NORMALIZE = ("raw", "sum-to-one", "rank", "argmax")
 Label = str | int
 
 _HASH_CACHE_LIMIT = 1 << 16
@@ -134,6 +146,10 @@ class InputSpace:
         The ``attributes`` config section, or None (see the module docstring).
     experts
         The ``experts`` config section, or None.
+    generations
+        The counts of experts, features and labels after each change (see above).
+    max_derived_experts
+        The most derived sub-experts ``experts.combinations`` may add.
 
     Examples
     --------
@@ -156,6 +172,7 @@ class InputSpace:
         attributes: Mapping[str, Any] | None = None,
         experts: Mapping[str, Any] | None = None,
         generations: Sequence[Sequence[int]] | None = None,
+        max_derived_experts: int = DERIVED_LIMIT,
     ) -> None:
         expected = Labels().check(labels)
         if expected is None and len({str(v) for v in labels}) != len(labels):
@@ -176,6 +193,8 @@ class InputSpace:
         self._expert_names: tuple[str, ...] = ()
         self._split: tuple[int, ...] = ()
         self._normalize, self._threshold = "raw", False
+        self._norms: tuple[str, ...] = ("raw",)
+        self._combinations: Combinations | None = None
         self._class: dict[Any, int] = {v: c for c, v in enumerate(self.labels)}
         self._class.update({str(v): c for c, v in enumerate(self.labels) if isinstance(v, int)})
         # the labels as JSON object keys, in class order (None: a label has no such key)
@@ -185,7 +204,17 @@ class InputSpace:
         self.attributes = None if attributes is None else self._read_attributes(attributes)
         self.experts = None if experts is None else self._read_experts(experts)
         self._s = len(self._split)
-        self._attr_offset = len(self._expert_names) * (1 + self._s)
+        self._q = len(self._norms)
+        n = len(self._expert_names)
+        self._subsets: Subsets | None = None
+        if self._combinations is not None:
+            retired = [i for i, name in enumerate(self._expert_names) if name in self._retired]
+            limit = min(max_derived_experts, DERIVED_LIMIT)
+            self._subsets = Subsets(n, self._combinations, retired, limit)
+        self._n_derived = 0 if self._subsets is None else len(self._subsets)
+        # votes that enter as they come, one sub-expert each: the compiled readers' case
+        self._plain = self._q == 1 and not self._n_derived
+        self._attr_offset = n * (self._q + self._s) + self._n_derived
         self._m = 0 if attributes is None else self._d + int(self._constant)
         self._threshold_offset = self._attr_offset + self._m * self._k
         self._generations = self._read_generations(generations)
@@ -237,9 +266,11 @@ class InputSpace:
         generations: each generation's new ones after all the earlier ones, in the
         order of the module's table."""
         n, d, k, s, m = len(self._expert_names), self._d, self._k, self._s, self._m
+        q = self._q
         split_cls = np.array(self._split, dtype=np.int64)
         attr = np.full(m, -1, dtype=np.int64)
-        named = np.full(n, -1, dtype=np.int64)
+        named = np.full((n, q), -1, dtype=np.int64)
+        derived = np.full(self._n_derived, -1, dtype=np.int64)
         split = np.full((n, s), -1, dtype=np.int64)
         cross = np.full((m, k), -1, dtype=np.int64)
         thresholds = np.full(k, -1, dtype=np.int64)
@@ -254,8 +285,13 @@ class InputSpace:
             attr[fresh] = next_a + np.arange(fresh.size)
             next_a += fresh.size
             fresh = np.arange(pn, gn)
-            named[fresh] = next_x + np.arange(fresh.size)
-            next_x += fresh.size
+            named[fresh] = (next_x + np.arange(fresh.size * q)).reshape(-1, q)
+            next_x += fresh.size * q
+            if self._subsets is not None:  # the subsets that came with this generation
+                newest = self._subsets.newest
+                fresh = np.flatnonzero((newest >= pn) & (newest < gn))
+                derived[fresh] = next_x + np.arange(fresh.size)
+                next_x += fresh.size
             if s:
                 live = split_cls < gk
                 mask = ((np.arange(gn) >= pn)[:, None] | (split_cls >= pk)[None, :]) & live
@@ -273,6 +309,7 @@ class InputSpace:
                 next_x += fresh.size
             pn, pd, pk = gn, gd, gk
         self._attr_at, self._named_at, self._split_at = attr, named, split
+        self._derived_at = derived
         self._cross_at, self._threshold_at = cross, thresholds
 
     def _read_attributes(self, section: Any) -> dict[str, Any]:
@@ -310,7 +347,14 @@ class InputSpace:
         return out
 
     def _read_experts(self, section: Any) -> dict[str, Any]:
-        keys = ("expert_names", "normalize", "threshold_experts", "split_classes", "retired")
+        keys = (
+            "expert_names",
+            "normalize",
+            "combinations",
+            "threshold_experts",
+            "split_classes",
+            "retired",
+        )
         section = read_section(section, "experts", keys)
         if "expert_names" not in section:
             raise InvalidParameter("experts.expert_names", None, "a list of expert names")
@@ -325,9 +369,10 @@ class InputSpace:
         self._retired = frozenset(retired)
         # a retired expert's name is not a voter's: its votes are refused
         self._expert_index = {name: i for i, name in enumerate(names) if name not in retired}
-        self._normalize = check_option(
-            section.get("normalize", "raw"), "experts.normalize", Options(NORMALIZE)
-        )
+        self._norms, normalize = read_normalize(section.get("normalize", "raw"))
+        self._normalize = self._norms[0]
+        if section.get("combinations") is not None:
+            self._combinations = Combinations.read(section["combinations"])
         self._threshold = check_option(
             section.get("threshold_experts", False), "experts.threshold_experts", Bool()
         )
@@ -353,10 +398,12 @@ class InputSpace:
             split = [self.labels[c] for c in self._split] or None
         out = {
             "expert_names": names,
-            "normalize": self._normalize,
+            "normalize": normalize,
             "threshold_experts": self._threshold,
             "split_classes": split,
         }
+        if self._combinations is not None:
+            out["combinations"] = self._combinations.config()
         if retired:
             out["retired"] = list(retired)
         return out
@@ -589,15 +636,22 @@ class InputSpace:
         return i
 
     def expert_slots(self, name: str) -> list[int]:
-        """The "experts"-form sub-expert indices of a named expert: itself, then its pieces."""
+        """The "experts"-form sub-expert indices of a named expert: itself (once per
+        normalisation), then its pieces."""
         names = self._expert_names
         i = names.index(name) if name in names else -1
         if i < 0:
             raise InvalidInstance(f"experts.{name}: unknown expert")
         if self._layered:
-            return [int(self._named_at[i]), *map(int, self._split_at[i])]
-        n = len(self._expert_names)
-        return [i] + [n + i * self._s + j for j in range(self._s)]
+            return [*map(int, self._named_at[i]), *map(int, self._split_at[i])]
+        n, q = len(self._expert_names), self._q
+        split = n * q + self._n_derived + i * self._s
+        return [i * q + j for j in range(q)] + [split + j for j in range(self._s)]
+
+    @property
+    def n_derived(self) -> int:
+        """The number of derived sub-experts (subsets' averages)."""
+        return self._n_derived
 
     def describe_experts(self, form: str) -> list[str]:
         """A name for every coordinate of the learner in ``form`` (see the numbering)."""
@@ -614,12 +668,17 @@ class InputSpace:
             return _placed(attrs, self._attr_at) if self._layered else attrs
         labels = [f"@label:{label}" for label in self.labels]
         names = self._expert_names
-        out = [f"expert:{name}" for name in names]
+        if self._q == 1:
+            out = [f"expert:{name}" for name in names]
+        else:
+            out = [f"expert:{name}/{norm}" for name in names for norm in self._norms]
+        if self._subsets is not None:
+            out += [f"expert:{name}" for name in self._subsets.names(names)]
         out += [f"expert:{name}{labels[c]}" for name in names for c in self._split]
         out += [a + lab for a in attrs for lab in labels]
         out += [f"threshold{lab}" for lab in labels] if self._threshold else []
         if self._layered:  # the same names, each at its own coordinate
-            at = [self._named_at, self._split_at, self._cross_at]
+            at = [self._named_at, self._derived_at, self._split_at, self._cross_at]
             at += [self._threshold_at] if self._threshold else []
             return _placed(out, np.concatenate([a.ravel() for a in at]))
         return out
@@ -797,6 +856,7 @@ class InputSpace:
             type(payload) is not RawExperts
             or form != "experts"
             or self._normalize != "raw"
+            or not self._plain
             or self._layered
             or self._s
             or not self._raw_votes_read()
@@ -824,7 +884,7 @@ class InputSpace:
         if not self._raw_votes_read():
             return None
         assert self._tables is not None
-        if self._normalize == "raw" and not self._layered and not self._s:
+        if self._normalize == "raw" and self._plain and not self._layered and not self._s:
             rows = raw_vote_rows(items, *self._tables, self._k)
             return None if rows is None else Experts.rows(*rows)
         got = raw_expert_votes(items, *self._tables, self._k)
@@ -835,12 +895,12 @@ class InputSpace:
         plainly well formed."""
         try:
             paths = [("experts", False)] * len(got.row)  # (named only by an error)
-            scores = normalise_votes(got.scores, paths, self._normalize, self.labels)
+            scores = self._normalised(got.scores, paths)
         except InvalidInstance:
             return None
-        if not self._layered and not self._s:  # the common case, in one compiled pass
-            return Experts.rows(*vote_rows(got.row, got.expert, scores, n))
-        e, cls, v, voted = self._triples(got.expert, scores)
+        if self._plain and not self._layered and not self._s:  # the common case, compiled
+            return Experts.rows(*vote_rows(got.row, got.expert, scores[self._normalize], n))
+        e, cls, v, voted = self._triples(got.expert, scores, got.row)
         return _expert_rows(
             n,
             np.concatenate([got.row[r] for r in voted]),
@@ -919,34 +979,66 @@ class InputSpace:
                             f"{key_path('experts', name)}: a retired expert: it votes no more"
                         ) from None
             raise
-        scores = normalise_votes(scores, paths, self._normalize, self.labels)
+        normed = self._normalised(scores, paths)
         experts = np.array(rows, dtype=np.int64)
         if experts.size > 1 and (experts[1:] < experts[:-1]).any():
             order = np.argsort(experts, kind="stable")
-            experts, scores = experts[order], scores[order]
-        # each expert votes once, so row-major non-zeros come sorted by (expert, class)
-        e, cls, v, _ = self._triples(experts, scores)
-        return Experts._trusted(np.concatenate(e), np.concatenate(cls), np.concatenate(v))
+            experts = experts[order]
+            normed = {m: got[order] for m, got in normed.items()}
+        e, cls, v, _ = self._triples(experts, normed, np.zeros(experts.size, dtype=np.int64))
+        ex, cl, va = np.concatenate(e), np.concatenate(cls), np.concatenate(v)
+        if not self._plain:  # blocks of several normalisations and subsets interleave
+            order = np.lexsort((cl, ex))
+            ex, cl, va = ex[order], cl[order], va[order]
+        # (plain: each expert votes once, so row-major non-zeros come sorted)
+        return Experts._trusted(ex, cl, va)
+
+    def _normalised(
+        self, scores: np.ndarray, paths: list[tuple[str, bool]]
+    ) -> dict[str, np.ndarray]:
+        """The votes ``scores`` (a row per vote) under each normalisation this space uses:
+        its listed ones, and "rank" when subsets are averaged by rank."""
+        norms = list(self._norms)
+        if self._subsets is not None and "rank" in self._subsets.by and "rank" not in norms:
+            norms.append("rank")
+        return {m: normalise_votes(scores, paths, m, self.labels) for m in norms}
 
     def _triples(
-        self, expert: np.ndarray, scores: np.ndarray
+        self, expert: np.ndarray, normed: Mapping[str, np.ndarray], payload: np.ndarray
     ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-        """The (sub-expert, class, vote) triples of votes ``scores`` (a row per vote) by
-        experts ``expert``, in blocks: the named sub-experts', then the split classes';
-        with the block's rows of ``scores`` each triple comes from."""
-        r, c = np.nonzero(scores)
-        e = [self._named_at[expert[r]] if self._layered else expert[r]]
-        cls, v, rows = [c], [scores[r, c]], [r]
+        """The (sub-expert, class, vote) triples of votes ``normed`` (under each
+        normalisation, a row per vote, the rows of one payload together as ``payload``
+        numbers them) by experts ``expert``, in blocks: the named sub-experts', the
+        derived ones', then the split classes'; with the block's rows each triple comes
+        from."""
+        e, cls, v, rows = [], [], [], []
+        q = self._q
+        for j, norm in enumerate(self._norms):
+            scores = normed[norm]
+            r, c = np.nonzero(scores)
+            e.append(self._named_at[expert[r], j] if self._layered else expert[r] * q + j)
+            cls.append(c)
+            v.append(scores[r, c])
+            rows.append(r)
+        if self._subsets is not None:
+            by = {b: normed[self._normalize if b == "score" else b] for b in self._subsets.by}
+            t, c, value, r = self._subsets.votes(len(self._expert_names), expert, by, payload)
+            e.append(self._derived_at[t] if self._layered else len(self._expert_names) * q + t)
+            cls.append(c)
+            v.append(value)
+            rows.append(r)
         if self._s:
+            scores = normed[self._normalize]
             split = np.array(self._split, dtype=np.int64)
             pieces = scores[:, split]
-            r, j = np.nonzero(pieces)
+            r, at = np.nonzero(pieces)
             if self._layered:
-                e.append(self._split_at[expert[r], j])
+                e.append(self._split_at[expert[r], at])
             else:
-                e.append(len(self._expert_names) + expert[r] * self._s + j)
-            cls.append(split[j])
-            v.append(pieces[r, j])
+                first = len(self._expert_names) * q + self._n_derived
+                e.append(first + expert[r] * self._s + at)
+            cls.append(split[at])
+            v.append(pieces[r, at])
             rows.append(r)
         return e, cls, v, rows
 
