@@ -9,7 +9,7 @@ allocates anything of the learner's size.
 
 >>> spec = {"kind": "recycling", "size": 10, "learner": {"kind": "perceptron"}}
 >>> estimate_bytes(spec, labels=[1, -1], size=100)  # w_, _prm, a store of 10 x 198, counters
-48648
+48656
 >>> count_learners(spec)
 2
 """

@@ -132,11 +132,11 @@ def _sums(rows: int, c: Context) -> int:
 
 
 def _vector(p: dict[str, Any], c: Context, path: str) -> int:
-    return _W * (c.n + 6)  # winnow, perceptron, multiclass-winnow: w_, _prm (at most 6)
+    return _W * (c.n + 7)  # winnow, perceptron, multiclass-winnow: w_, _prm (at most 7)
 
 
 def _balanced(p: dict[str, Any], c: Context, path: str) -> int:
-    return _W * (2 * c.n + 2 + 5)  # w_ (n, 2), scalars_, _prm
+    return _W * (2 * c.n + 2 + 6)  # w_ (n, 2), scalars_, _prm
 
 
 def _alma(p: dict[str, Any], c: Context, path: str) -> int:
@@ -144,7 +144,7 @@ def _alma(p: dict[str, Any], c: Context, path: str) -> int:
 
 
 def _committee(p: dict[str, Any], c: Context, path: str) -> int:
-    return _W * (c.n + 5 + 1) + _scratch(c)  # r_, scalars_, _prm
+    return _W * (c.n + 5 + 3) + _scratch(c)  # r_, scalars_, _prm
 
 
 def _weighted_majority(p: dict[str, Any], c: Context, path: str) -> int:
@@ -277,4 +277,5 @@ ESTIMATORS: dict[str, Callable[[dict[str, Any], Context, str], int]] = {
     "bagging": _bagging,
     "boosting": _boosting,
     "vr-combine": _vr_combine,
+    "fusion": _weighted_majority,
 }

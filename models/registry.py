@@ -13,6 +13,7 @@ from models.ensembles.ecoc import ECOC
 from models.learners.alma import ALMA
 from models.learners.balanced import BalancedWinnow
 from models.learners.committee import Committee
+from models.learners.fusion import Fusion
 from models.learners.multiclass_winnow import MulticlassWinnow
 from models.learners.perceptron import Perceptron
 from models.learners.weighted_majority import WeightedMajority
@@ -42,6 +43,7 @@ ORDER = (
     OnlineBagging,
     OnlineBoosting,
     VRCombine,
+    Fusion,
 )
 for _cls in ORDER:
     KINDS[_cls.kind] = KINDS.pop(_cls.kind)

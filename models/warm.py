@@ -155,6 +155,8 @@ def cases(kind: str) -> Iterator[tuple[Spec, InputSpace]]:
         yield from _over(_voting())
     elif kind == "vr-combine":  # the preset, and a small one with the other labels
         yield from _over([PRESET, {"kind": kind, "alphas": [1.1], "ps": [3], "h": 4}])
+    elif kind == "fusion":  # Weighted Majority's kernels, with its weight floor
+        yield from _over([{"kind": kind}])
     else:
         yield from _over((s for s in _EXPERT_BASES if s["kind"] == kind), each=4)
 

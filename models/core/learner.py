@@ -24,7 +24,7 @@ import numpy as np
 from models.core import state as st
 from models.core.hypothesis import Hypothesis, InstanceCheck, Label
 from models.core.instance import Attributes, InvalidInstance
-from models.core.params import Constraint, InvalidParameter, validate_params
+from models.core.params import VALUE_LIMIT, Constraint, InvalidParameter, validate_params
 from models.kernels.common import Scratch, argmax_first
 
 __all__ = [
@@ -98,14 +98,15 @@ class Learner:
     """Base class of every learner and wrapper.
 
     Subclasses set ``kind``, ``input_kind`` (``"attributes"`` or ``"experts"``),
-    ``value_range`` (the allowed range of instance values, or None for any real) and
-    ``_parameter_constraints``, store their parameters in ``__init__`` and then call
-    ``self._initialise()``.
+    ``value_range`` (the allowed range of instance values: by default within
+    :data:`~models.core.params.VALUE_LIMIT`, as far as the learner's arithmetic is shown to
+    stay finite; None for any finite real) and ``_parameter_constraints``, store their
+    parameters in ``__init__`` and then call ``self._initialise()``.
     """
 
     kind: ClassVar[str]
     input_kind: str
-    value_range: tuple[float, float] | None = None
+    value_range: tuple[float, float] | None = (-VALUE_LIMIT, VALUE_LIMIT)
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {}
     #: learned arrays: attribute name -> dtype; shapes come from ``_array_shapes``.
     _state_arrays: ClassVar[dict[str, str]] = {}

@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "MAX_SIZE",
+    "VALUE_LIMIT",
     "Bool",
     "Constraint",
     "Integer",
@@ -30,6 +31,12 @@ __all__ = [
 #: The largest number of features or sub-experts a learner may be built for (2**26 weights
 #: of 8 or 16 bytes: at most 1 GiB per learner).
 MAX_SIZE = 2**26
+
+#: The largest magnitude of an instance value a learner takes unless it declares a narrower
+#: ``value_range``: a score sums at most MAX_SIZE products of a weight and a value, and each
+#: learner bounds its parameters so that, for values within this, its weights and scores
+#: stay finite over 2**64 updates (see each learner's notes).
+VALUE_LIMIT = 1e100
 
 
 class InvalidParameter(ValueError):
@@ -173,13 +180,20 @@ class Labels(Constraint):
 
 @dataclass(frozen=True)
 class RealArray(Constraint):
-    """An optional list of finite numbers, each >= ``low``; its length is checked by the learner."""
+    """An optional list of finite numbers, each >= ``low`` and < ``high``; its length is
+    checked by the learner."""
 
     low: float | None = None
     optional: bool = True
+    high: float | None = None
 
     def describe(self) -> str:
-        bound = f" each >= {self.low:g}" if self.low is not None else ""
+        parts = []
+        if self.low is not None:
+            parts.append(f">= {self.low:g}")
+        if self.high is not None:
+            parts.append(f"< {self.high:g}")
+        bound = " each " + " and ".join(parts) if parts else ""
         return f"a list of finite numbers{bound}" + (" or null" if self.optional else "")
 
     def check(self, value: Any) -> str | None:
@@ -194,7 +208,10 @@ class RealArray(Constraint):
         for v in items:
             if not _is_number(v) and not (hasattr(v, "dtype") and v.dtype.kind in "iuf"):
                 return self.describe()
-            if not math.isfinite(float(v)) or (self.low is not None and float(v) < self.low):
+            f = float(v)
+            if not math.isfinite(f) or (self.low is not None and f < self.low):
+                return self.describe()
+            if self.high is not None and f >= self.high:
                 return self.describe()
         return None
 

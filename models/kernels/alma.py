@@ -7,7 +7,16 @@ from numba import njit
 
 from models.kernels.families import ALMA_FOLDS, ALMA_NORM_SUM, ALMA_SCALE, ALMA_UPDATES
 
-__all__ = ["exact_s", "fit", "margin", "norm_scale", "power", "powers", "primal"]
+__all__ = ["S_FLOOR", "exact_s", "fit", "lift", "margin", "norm_scale", "power", "powers", "primal"]
+
+
+#: The least S = sum |phi_i|^p kept after a correction (unless theta is 0): below it the
+#: scale c / S^((p-2)/p) of a large p could pass the float range (while each weight stays
+#: below 1), so phi is multiplied up by a power of 2 and c divided by it (``lift``).
+S_FLOOR = 1e-250
+
+#: A theta none of whose coordinates reaches this is taken as 0 by ``lift``.
+THETA_TINY = 1e-300
 
 
 @njit(cache=True, nogil=True)
@@ -90,13 +99,15 @@ def fit(phi, u, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # ty
         sc[ALMA_FOLDS] += 1.0
         powers(phi, p, u)
     c = sc[ALMA_SCALE]
-    step = c_rate / (np.sqrt(p - 1.0) * np.sqrt(k)) * y / (xnorm * c)
+    # phi moves by eta_k y x / (||x||_p c): x / ||x||_p is within [-1, 1] whatever the
+    # scale of x, and c^p >= fold here, so the step stays finite for any finite x.
+    step = c_rate / (np.sqrt(p - 1.0) * np.sqrt(k)) * y / c
     added = 0.0
     removed = 0.0
     for j in range(idx.shape[0]):
         i = idx[j]
         removed += abs(phi[i]) ** p
-        phi[i] += step * val[j]
+        phi[i] += step * (val[j] / xnorm)
         u[i] = power(phi[i], p)
         added += abs(phi[i]) ** p
     s = (sc[ALMA_NORM_SUM] + added) - removed
@@ -108,4 +119,31 @@ def fit(phi, u, sc, p, alpha, b, c_rate, every, fold, idx, val, y, force):  # ty
     if norm > 1.0:  # project theta onto the unit p-ball (w onto the unit q-ball)
         sc[ALMA_SCALE] = c / norm
     sc[ALMA_UPDATES] = k
+    if s < S_FLOOR:
+        lift(phi, u, sc, p)
     return pred, True
+
+
+@njit(cache=True, nogil=True)
+def lift(phi, u, sc, p):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Rewrite theta = c * phi with the largest |phi_i| in [1, 2), exactly (a power of 2
+    moves from c to phi), so that S is at least 1; a theta below THETA_TINY becomes 0.
+    The weights do not change; like a fold, it counts as a global rescale."""
+    top = 0.0
+    for i in range(phi.shape[0]):
+        top = max(top, abs(phi[i]))
+    if top == 0.0:
+        sc[ALMA_NORM_SUM] = 0.0
+        return
+    c = sc[ALMA_SCALE]
+    if c * top < THETA_TINY:
+        phi[:] = 0.0
+        c = 1.0
+    else:
+        e = np.floor(np.log2(top))
+        phi *= 2.0**-e
+        c *= 2.0**e
+    sc[ALMA_SCALE] = c
+    sc[ALMA_NORM_SUM] = exact_s(phi, p)
+    sc[ALMA_FOLDS] += 1.0
+    powers(phi, p, u)

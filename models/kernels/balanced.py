@@ -7,6 +7,7 @@ from numba import njit
 
 from models.kernels.families import (
     BALANCED_DEMOTE,
+    BALANCED_FLOOR,
     BALANCED_ON_ZERO,
     BALANCED_PROMOTE,
     BALANCED_SHIFT,
@@ -14,6 +15,7 @@ from models.kernels.families import (
     BALANCED_STRICT,
     BALANCED_THETA,
 )
+from models.kernels.winnow import demoted
 
 __all__ = [
     "CEILING",
@@ -63,7 +65,8 @@ def fit(w, sc, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # prag
     """One trial. Returns (predicted sign, status): 0 no update, 1 updated, 2 refused.
 
     ``sc`` = [total shift in bits, number of shifts]. A refused update leaves the weights
-    as they were.
+    as they were. A demotion never takes a weight below the floor ``prm[BALANCED_FLOOR]``,
+    divided as every weight was by the shifts (so a shift changes no prediction).
     """
     m = margin(w, prm, idx, val)
     pred = 1 if (m > 0.0 or (m == 0.0 and prm[BALANCED_STRICT] == 0.0)) else -1
@@ -86,6 +89,14 @@ def fit(w, sc, prm, idx, val, y, force):  # type: ignore[no-untyped-def]  # prag
             sc[BALANCED_SHIFT] += SHIFT_BITS
             sc[BALANCED_SHIFTS] += 1.0
             break
+    floor = prm[BALANCED_FLOOR]
+    if floor > 0.0:
+        floor *= 2.0 ** -sc[BALANCED_SHIFT]
+        for j in range(idx.shape[0]):
+            i = idx[j]
+            w[i, 0] = demoted(w[i, 0], w[i, 0] * factor(up, val[j], eu), floor)
+            w[i, 1] = demoted(w[i, 1], w[i, 1] * factor(down, val[j], ed), floor)
+        return pred, 1
     for j in range(idx.shape[0]):
         i = idx[j]
         w[i, 0] *= factor(up, val[j], eu)

@@ -10,8 +10,10 @@ from models.kernels.common import (
     linear_max_scores_into,
     slice_difference_into,
 )
+from models.kernels.weighted_majority import share
+from models.kernels.winnow import demoted
 
-__all__ = ["DRIFT", "HIGH", "LOW", "RECOUNT_EVERY", "learn"]
+__all__ = ["DRIFT", "HIGH", "LOW", "RECOUNT_EVERY", "UNTOUCHED", "learn"]
 
 
 # R = sum(r) is kept as a running sum so a trial stays O(active). Its rounding error is
@@ -21,15 +23,20 @@ __all__ = ["DRIFT", "HIGH", "LOW", "RECOUNT_EVERY", "learn"]
 RECOUNT_EVERY = 1024.0
 DRIFT = 1e3
 LOW, HIGH = 1e-100, 1e100
+#: The most the raw weight of a sub-expert no update has moved may be, after rescales.
+UNTOUCHED = 1e200
 
 
 @njit(cache=True, nogil=True)
-def learn(r, sc, la, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
+def learn(r, sc, la, floor, alpha, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One trial on raw weights ``r``.
 
-    ``sc`` = [R, updates since recount, R at recount, number of rescales of r, the raw
-    weight of a sub-expert no update has moved]; ``wf`` and
+    ``sc`` = [R, updates since recount, R at recount, number of changes of every r (rescales
+    and shares), the raw weight of a sub-expert no update has moved]; ``wf`` and
     ``wi`` are scratch space of at least k + len(expert) and len(expert) entries.
+    A demotion never takes a weight below floor / n of R at the start of the trial
+    (0: no floor); after an update, every weight gives the fraction ``alpha`` of itself to
+    be shared equally (0: no sharing; one O(n) pass per update).
     """
     s = wf[:k]
     linear_max_scores_into(r, expert, cls, value, s)
@@ -41,18 +48,27 @@ def learn(r, sc, la, expert, cls, value, k, y, wf, wi):  # type: ignore[no-untyp
         return pred, False
     zi, zv = wi[:m], wf[k : k + m]
     total = sc[0]
+    lim = floor * total / r.shape[0]
     for j in range(m):
         e = zi[j]
         old = r[e]
         r[e] = old * np.exp(la * zv[j])
+        if floor > 0.0:
+            r[e] = demoted(old, r[e], lim)
         total += r[e] - old
+    if alpha > 0.0:
+        total, pool = share(r, alpha)
+        if sc.shape[0] > 4:  # the raw weight of an untouched sub-expert is shared too
+            sc[4] = (1.0 - alpha) * sc[4] + pool
+        sc[3] += 1.0  # every weight moved: a new epoch for the averages
     sc[1] += 1.0
     if sc[1] >= RECOUNT_EVERY or not (sc[2] / DRIFT < total < sc[2] * DRIFT):
         total = r.sum()
         if not (LOW < total < HIGH):
             r /= total
-            if sc.shape[0] > 4:  # the raw weight of an untouched sub-expert moves too
-                sc[4] /= total
+            if sc.shape[0] > 4:  # the raw weight of an untouched sub-expert moves too,
+                # held finite: past UNTOUCHED it outweighs any total a trial can make
+                sc[4] = min(sc[4] / total, UNTOUCHED)
             total = 1.0
             sc[3] += 1.0
         sc[1] = 0.0

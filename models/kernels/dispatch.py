@@ -26,7 +26,9 @@ from models.kernels.families import (
     ALMA_RECOMPUTE_EVERY,
     BALANCED,
     COMMITTEE,
+    COMMITTEE_FLOOR,
     COMMITTEE_LOG_ALPHA,
+    COMMITTEE_SHARE,
     MULTICLASS_WINNOW,
     MULTICLASS_WINNOW_ALPHA,
     PERCEPTRON,
@@ -35,6 +37,7 @@ from models.kernels.families import (
     SUBEXPERT_RUNNER_UP,
     WINNOW_DEMOTE,
     WINNOW_ELIMINATE,
+    WINNOW_FLOOR,
     WINNOW_HIGH,
     WINNOW_LOW,
     WINNOW_PROMOTE,
@@ -75,6 +78,7 @@ def binary_fit(fam, W, S, P, idx, val, y, force):  # type: ignore[no-untyped-def
             P[WINNOW_PROMOTE],
             P[WINNOW_DEMOTE],
             P[WINNOW_ELIMINATE] != 0.0,
+            P[WINNOW_FLOOR],
             idx,
             val,
             y,
@@ -149,7 +153,10 @@ def learn_any(fam, W, S, P, a, b, v, k, y, wf, wi):  # type: ignore[no-untyped-d
     if fam >= SUBEXPERT:
         return subexpert_learn(fam, W, S, P, a, b, v, k, y, wf, wi)
     if fam == COMMITTEE:
-        pred, upd = committee.learn(W[0], S, P[COMMITTEE_LOG_ALPHA], a, b, v, k, y, wf, wi)
+        pred, upd = committee.learn(
+            W[0], S, P[COMMITTEE_LOG_ALPHA], P[COMMITTEE_FLOOR], P[COMMITTEE_SHARE],
+            a, b, v, k, y, wf, wi,
+        )  # fmt: skip
         return pred, 1 if upd else 0
     if fam == MULTICLASS_WINNOW:
         pred, status = multiclass_winnow.learn(W[0], P[MULTICLASS_WINNOW_ALPHA], a, b, v, k, y)

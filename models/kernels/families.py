@@ -36,10 +36,14 @@ SUBEXPERT, SUBEXPERT_RUNNER_UP = 100, 200
 
 # -- parameter slots (P) ---------------------------------------------------------------------
 WINNOW_LOW, WINNOW_HIGH, WINNOW_STRICT, WINNOW_PROMOTE, WINNOW_DEMOTE, WINNOW_ELIMINATE = range(6)
+WINNOW_FLOOR = 6  # the absolute weight floor (0: none)
 BALANCED_THETA, BALANCED_PROMOTE, BALANCED_DEMOTE, BALANCED_STRICT, BALANCED_ON_ZERO = range(5)
+BALANCED_FLOOR = 5  # the absolute floor of w+ and w- before any shift (0: none)
 PERCEPTRON_ETA = 0
 ALMA_P, ALMA_ALPHA, ALMA_B, ALMA_C, ALMA_RECOMPUTE_EVERY, ALMA_FOLD_BELOW = range(6)
 COMMITTEE_LOG_ALPHA = 0
+#: gamma of the relative floor gamma/n * sum(r), and the fixed share (0: off)
+COMMITTEE_FLOOR, COMMITTEE_SHARE = 1, 2
 MULTICLASS_WINNOW_ALPHA = 0
 
 # -- learned scalars (S) read outside the family's own loops ---------------------------------

@@ -6,7 +6,13 @@ from numba import njit
 
 from models.kernels.common import argmax_first, linear_max_scores, slice_difference
 
-__all__ = ["learn"]
+__all__ = ["CEILING", "learn"]
+
+
+#: No weight reaches this: an update that would push one to it is refused, whole. A score
+#: sums at most 2**26 weights times votes within [0, 1], and A-B's running sum of a weight
+#: over 2**64 trials stays below 2**64 * CEILING: both finite.
+CEILING = 1e280
 
 
 @njit(cache=True, nogil=True)
@@ -19,7 +25,7 @@ def learn(w, alpha, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  
     for j in range(zi.shape[0]):  # refuse, whole, an update that would overflow
         f = 1.0 + alpha * abs(zv[j])
         v = w[zi[j]] * f if zv[j] > 0 else w[zi[j]] / f
-        if not v < 1e300:
+        if not v < CEILING:
             return pred, 2
     for j in range(zi.shape[0]):
         f = 1.0 + alpha * abs(zv[j])

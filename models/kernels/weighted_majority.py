@@ -6,11 +6,14 @@ import numpy as np
 from numba import njit
 
 from models.kernels.common import argmax_first
+from models.kernels.winnow import demoted
 
-__all__ = ["LOW", "learn", "votes"]
+__all__ = ["LOW", "UNTOUCHED", "learn", "share", "votes"]
 
 
 LOW = 1e-200
+#: The most the weight of an expert never penalised may be, after rescales.
+UNTOUCHED = 1e200
 
 
 @njit(cache=True, nogil=True)
@@ -36,7 +39,25 @@ def votes(u, expert, cls, value, k, picks):  # type: ignore[no-untyped-def]  # p
 
 
 @njit(cache=True, nogil=True)
-def learn(u, sc, lb, every_trial, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+def share(u, alpha):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Herbster & Warmuth's fixed share: every weight gives the fraction ``alpha`` of itself
+    to a pool shared equally by all n, u_i <- (1 - alpha) u_i + alpha sum(u) / n. One O(n)
+    pass that also recounts the sum, which it leaves unchanged; returns (that sum, the share
+    each weight received)."""
+    total = u.sum()
+    pool = alpha * total / u.shape[0]
+    keep = 1.0 - alpha
+    for i in range(u.shape[0]):
+        u[i] = keep * u[i] + pool
+    return total, pool
+
+
+@njit(cache=True, nogil=True)
+def learn(u, sc, lb, floor, alpha, every_trial, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial. A wrong expert's weight is multiplied by ``lb``, but not below
+    floor / n of the total at the start of the trial (0: no floor); after an update that
+    moved a weight, every weight gives the fraction ``alpha`` of itself to be shared equally
+    (:func:`share`; 0: no sharing)."""
     picks = np.empty((expert.shape[0], 2), dtype=np.int64)
     totals, g = votes(u, expert, cls, value, k, picks)
     pred = argmax_first(totals)
@@ -44,21 +65,27 @@ def learn(u, sc, lb, every_trial, expert, cls, value, k, y):  # type: ignore[no-
         return pred, False
     changed = False
     total = sc[0]
+    lim = floor * total / u.shape[0]
     for t in range(g):
         if picks[t, 1] != y:
             e = picks[t, 0]
             old = u[e]
-            u[e] = old * lb
+            u[e] = demoted(old, old * lb, lim) if floor > 0.0 else old * lb
             total += u[e] - old
-            changed = True
+            changed = changed or floor == 0.0 or u[e] != old
+    if changed and alpha > 0.0:
+        total, pool = share(u, alpha)
+        if sc.shape[0] > 2:  # the weight of an expert never penalised is shared too
+            sc[2] = (1.0 - alpha) * sc[2] + pool
     # The running sum's rounding error is relative to its value at the last exact count;
     # recount whenever it has halved since, and rescale before the weights underflow.
     if changed and total < 0.5 * sc[1]:
         total = u.sum()
         if 0.0 < total < LOW:
             u /= total
-            if sc.shape[0] > 2:  # the weight of an expert never penalised moves too
-                sc[2] /= total
+            if sc.shape[0] > 2:  # the weight of an expert never penalised moves too,
+                # held finite: past UNTOUCHED it outweighs any total a trial can make
+                sc[2] = min(sc[2] / total, UNTOUCHED)
             total = 1.0
         sc[1] = total
     sc[0] = total

@@ -7,7 +7,16 @@ from numba import njit
 
 from models.kernels.common import dot
 
-__all__ = ["fit", "predict"]
+__all__ = ["demoted", "fit", "predict"]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def demoted(old, new, floor):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """A weight moved from ``old`` to ``new``, held at ``floor`` if a demotion would take it
+    below (a weight already below the floor stays where it is); a promotion is unchanged."""
+    if new < old and new < floor:
+        return old if old < floor else floor
+    return new
 
 
 @njit(cache=True, nogil=True)
@@ -22,7 +31,8 @@ def predict(s, lo, hi, strict):  # type: ignore[no-untyped-def]  # pragma: no co
 
 
 @njit(cache=True, nogil=True)
-def fit(w, lo, hi, strict, la, lb, eliminate, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+def fit(w, lo, hi, strict, la, lb, eliminate, floor, idx, val, y, force):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """One trial; a demotion never takes a weight below ``floor`` (0: no floor)."""
     s = dot(w, idx, val)
     pred = predict(s, lo, hi, strict)
     in_band = lo < hi and lo <= s <= hi
@@ -32,6 +42,8 @@ def fit(w, lo, hi, strict, la, lb, eliminate, idx, val, y, force):  # type: igno
         i = idx[j]
         if y > 0:
             w[i] *= np.exp(la * val[j])
+        elif floor > 0.0:
+            w[i] = demoted(w[i], 0.0 if eliminate else w[i] * np.exp(lb * val[j]), floor)
         elif eliminate:
             w[i] = 0.0
         else:

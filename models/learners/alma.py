@@ -1,4 +1,13 @@
-"""ALMA_p, the approximate large margin algorithm (Gentile 2001; p-norm link of Gentile 2003)."""
+"""ALMA_p, the approximate large margin algorithm (Gentile 2001; p-norm link of Gentile 2003).
+
+Range: w lies in the unit q-ball, so |w.x| <= ||x||_p <= 2**13 * VALUE_LIMIT for values
+within VALUE_LIMIT. A correction moves phi by at most C / c per coordinate, and
+|phi_i| <= 1/c before it, with c^p >= 1e-100 (c is folded into phi below that): so
+|phi_i|^p <= (1 + C)^p * 1e100 and, with C <= 100 and p <= 64, S = sum |phi_i|^p stays
+below 2**26 * 101**64 * 1e100 < 1e237. After a correction S is at least
+``kernel.S_FLOOR`` unless theta is 0 (``kernel.lift``), so the scale c / S^((p-2)/p) stays
+below 1e250. gamma_k = B sqrt(p-1)/sqrt(k) needs B (or 1/alma_alpha) within 1e100.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +20,16 @@ import numpy as np
 from models.core.forms import BinaryLearner
 from models.core.hypothesis import Label
 from models.core.learner import Learner
-from models.core.params import MAX_SIZE, Constraint, Integer, Labels, Real
+from models.core.params import MAX_SIZE, Constraint, Integer, InvalidParameter, Labels, Real
 from models.core.state import InvalidState
 from models.kernels import alma as kernel
 from models.kernels import families as fam
 
 __all__ = ["ALMA", "inverse_link", "link"]
+
+
+#: The largest margin scale B (see the module notes).
+_B_MAX = 1e100
 
 
 def _p_link(v: np.ndarray, r: float) -> np.ndarray:
@@ -58,7 +71,8 @@ class ALMA(BinaryLearner):
 
     The learner stores theta = c * phi with a global scale c and keeps S = sum |phi_i|^p
     up to date, so a trial costs O(non-zeros); S is recomputed exactly every 4096
-    corrections, and c is folded into phi before it underflows.
+    corrections, c is folded into phi before it underflows, and phi is multiplied up (by
+    a power of 2, c divided by it) when S gets too small for the scale to be represented.
 
     Unlike River's ``ALMAClassifier`` this uses the link function f (River's is only right
     for p = 2), normalises x to x̂, projects the whole vector rather than the active
@@ -72,11 +86,12 @@ class ALMA(BinaryLearner):
         The instance norm, in [2, 64] (Mesterharm & Hsu use 2 to 9; beyond 64, |phi_i|^p
         leaves the range of a float).
     alma_alpha
-        Degree of approximation to the maximal margin, in (0, 1].
+        Degree of approximation to the maximal margin, in (0, 1]; at least 1e-100 when
+        ``B`` is None.
     B
-        Margin scale, > 0; None means 1/alma_alpha.
+        Margin scale, in (0, 1e100]; None means 1/alma_alpha.
     C
-        Learning-rate scale, > 0.
+        Learning-rate scale, in (0, 100].
     labels
         The two labels; the first is +1.
 
@@ -99,14 +114,13 @@ class ALMA(BinaryLearner):
 
     kind = "alma"
     convertible = True
-    value_range = None
     margin_based = True
     _parameter_constraints: ClassVar[dict[str, Constraint]] = {
         "n_features": Integer(1, MAX_SIZE),
         "p": Real(2.0, 64.0),
         "alma_alpha": Real(0.0, 1.0, low_open=True),
-        "B": Real(0.0, low_open=True, optional=True),
-        "C": Real(0.0, low_open=True),
+        "B": Real(0.0, _B_MAX, low_open=True, optional=True),
+        "C": Real(0.0, 100.0, low_open=True),
         "labels": Labels(exactly=2),
     }
     _state_arrays: ClassVar[dict[str, str]] = {"phi_": "float64", "scalars_": "float64"}
@@ -135,6 +149,12 @@ class ALMA(BinaryLearner):
     def _check_params(self) -> None:
         self._p = float(self.p)
         self._b = float(self.B) if self.B is not None else 1.0 / float(self.alma_alpha)
+        if self._b > _B_MAX:
+            raise InvalidParameter(
+                "alma_alpha",
+                self.alma_alpha,
+                f">= {1 / _B_MAX:g} when B is null (B = 1/alma_alpha)",
+            )
 
     def _reset_state(self) -> None:
         self.dual_ = np.zeros((2, self.n_features))

@@ -21,6 +21,7 @@ from models.core.params import MAX_SIZE, Bool, Integer, Labels, Real
 from models.core.state import InvalidState
 from models.kernels import balanced as kernel
 from models.kernels import families as fam
+from models.learners.weighted_majority import tracking_off
 
 __all__ = ["BalancedWinnow"]
 
@@ -47,6 +48,11 @@ class BalancedWinnow(BinaryLearner):
     margin); the Multiplicative Updates slides' version is ``theta=n``; Advanced Linear
     Models' is ``init_pos=theta/2, init_neg=theta/4, strict=True``.
 
+    ``weight_floor`` (0, off, by default) tracks a target that changes, as for Winnow (Auer
+    & Warmuth 1998; Mesterharm 2003): a demotion never takes w+_i or w-_i below the floor
+    (a weight already below stays); a shift divides the floor with every weight, so it
+    changes no prediction. O(active) per trial; see docs/tracking.rst.
+
     Parameters
     ----------
     n_features
@@ -65,6 +71,8 @@ class BalancedWinnow(BinaryLearner):
         Demotion factor in (0, 1); None means 1/alpha.
     labels
         The two labels; the first is +1.
+    weight_floor
+        The least value a demotion leaves in w+ or w-, in [0, 2**900) (0: none).
 
     Examples
     --------
@@ -82,12 +90,13 @@ class BalancedWinnow(BinaryLearner):
         "n_features": Integer(1, MAX_SIZE),
         "alpha": Real(1.0, low_open=True),
         "theta": Real(),
-        "init_pos": Real(0.0, low_open=True),
-        "init_neg": Real(0.0, low_open=True),
+        "init_pos": Real(0.0, kernel.CEILING, low_open=True, high_open=True),
+        "init_neg": Real(0.0, kernel.CEILING, low_open=True, high_open=True),
         "strict": Bool(),
         "update_on_zero_margin": Bool(),
         "beta": Real(0.0, 1.0, low_open=True, high_open=True, optional=True),
         "labels": Labels(exactly=2),
+        "weight_floor": Real(0.0, kernel.CEILING, high_open=True),
     }
     _state_arrays = {"w_": "float64", "scalars_": "float64"}
 
@@ -102,6 +111,7 @@ class BalancedWinnow(BinaryLearner):
         update_on_zero_margin: bool = True,
         beta: float | None = None,
         labels: Sequence[Label] = (1, -1),
+        weight_floor: float = 0.0,
     ) -> None:
         self.n_features = n_features
         self.alpha = alpha
@@ -112,7 +122,11 @@ class BalancedWinnow(BinaryLearner):
         self.update_on_zero_margin = update_on_zero_margin
         self.beta = beta
         self.labels = labels  # type: ignore[assignment]
+        self.weight_floor = weight_floor
         self._initialise()
+
+    def spec_params(self) -> dict[str, Any]:
+        return tracking_off(self.get_params())
 
     def _check_params(self) -> None:
         la = float(np.log(self.alpha))
@@ -125,6 +139,7 @@ class BalancedWinnow(BinaryLearner):
                 fam.BALANCED_DEMOTE: lb,
                 fam.BALANCED_STRICT: self.strict,
                 fam.BALANCED_ON_ZERO: self.update_on_zero_margin,
+                fam.BALANCED_FLOOR: self.weight_floor,
             }
         )
 

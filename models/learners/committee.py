@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from models.kernels.common import (
     linear_max_predict,
     linear_max_scores,
 )
+from models.learners.weighted_majority import tracking_off
 
 __all__ = ["Committee"]
 
@@ -36,6 +38,14 @@ class Committee(MulticlassLearner):
     The mistake bound (Mesterharm 1999, Theorem 1) is 2 ln(n) / delta^2 with
     alpha = (1 - delta)^{-1/2}.
 
+    Two options track a best sub-expert that changes (both 0, off, by default; see
+    docs/tracking.rst). ``weight_floor`` (gamma; Littlestone & Warmuth 1994, §5, WML): a
+    demotion never takes a weight below gamma/n of the total at the start of the trial (a
+    weight already below stays), so a trial stays O(active). ``fixed_share`` (alpha_s;
+    Herbster & Warmuth 1998): after each update every weight gives the fraction alpha_s of
+    itself to a pool shared equally by all n. The weights are read in place by the compiled
+    wrappers, so the share is one exact O(n) pass per update (not per trial).
+
     Parameters
     ----------
     n_experts
@@ -44,6 +54,10 @@ class Committee(MulticlassLearner):
         Update multiplier, > 1.
     labels
         The class labels, in class order.
+    weight_floor
+        gamma in [0, 1): the relative weight floor (0: none).
+    fixed_share
+        alpha_s in [0, 1): the fraction each weight shares after an update (0: none).
 
     Examples
     --------
@@ -59,21 +73,43 @@ class Committee(MulticlassLearner):
     value_range = (0.0, 1.0)
     _parameter_constraints = {
         "n_experts": Integer(1, MAX_SIZE),
-        "alpha": Real(1.0, low_open=True),
+        # R < 1e103 before an update (rescaled into [1e-100, 1e100], drift 1e3): a weight
+        # multiplied by at most alpha stays below 1e303, and R / alpha / 2**26 > 0.
+        "alpha": Real(1.0, 1e200, low_open=True),
         "labels": Labels(),
+        "weight_floor": Real(0.0, 1.0, high_open=True),
+        "fixed_share": Real(0.0, 1.0, high_open=True),
     }
     _state_arrays = {"r_": "float64", "scalars_": "float64"}
 
-    def __init__(self, n_experts: int, labels: Sequence[Label], alpha: float = 1.2) -> None:
+    def __init__(
+        self,
+        n_experts: int,
+        labels: Sequence[Label],
+        alpha: float = 1.2,
+        weight_floor: float = 0.0,
+        fixed_share: float = 0.0,
+    ) -> None:
         self.n_experts = n_experts
         self.labels = labels  # type: ignore[assignment]
         self.alpha = alpha
+        self.weight_floor = weight_floor
+        self.fixed_share = fixed_share
         self._initialise()
+
+    def spec_params(self) -> dict[str, Any]:
+        return tracking_off(self.get_params())
 
     def _check_params(self) -> None:
         self._la = float(np.log(self.alpha))
         self._k = len(self.labels)
-        self._prm = fam.pack({fam.COMMITTEE_LOG_ALPHA: self._la})
+        self._prm = fam.pack(
+            {
+                fam.COMMITTEE_LOG_ALPHA: self._la,
+                fam.COMMITTEE_FLOOR: self.weight_floor,
+                fam.COMMITTEE_SHARE: self.fixed_share,
+            }
+        )
 
     def _reset_state(self) -> None:
         base = 1.0 / self.n_experts
@@ -146,9 +182,11 @@ class Committee(MulticlassLearner):
 
     def _learn(self, x: Experts, c: int) -> tuple[int, bool]:
         wf, wi = self._scratch(x.expert.shape[0])
+        prm = self._prm
         return kernel.learn(
-            self.r_, self.scalars_, self._la, x.expert, x.cls, x.value, self._k, c, wf, wi
-        )
+            self.r_, self.scalars_, self._la, prm[fam.COMMITTEE_FLOOR], prm[fam.COMMITTEE_SHARE],
+            x.expert, x.cls, x.value, self._k, c, wf, wi,
+        )  # fmt: skip
 
     def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:
         return self.r_[None, :] if idx is None else self.r_[None, idx]

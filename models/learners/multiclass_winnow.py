@@ -1,7 +1,8 @@
 """Multi-class Winnow with (1 + alpha x) updates (Savoy, Advanced Linear Models).
 
-Refusals: checked first. An update that would push a weight past 1e300 is refused before
-any weight moves (:class:`models.core.learner.UpdateRefused`).
+Refusals: checked first. An update that would push a weight to ``kernel.CEILING`` (1e280)
+or past it is refused before any weight moves (:class:`models.core.learner.UpdateRefused`);
+initial weights are below it, so every weight stays finite, and so does every score.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ class MulticlassWinnow(MulticlassLearner):
     alpha
         Learning constant, > 0.
     init
-        Initial weight of every sub-expert, unless ``init_weights`` is given.
+        Initial weight of every sub-expert, unless ``init_weights`` is given; > 0 and
+        below 1e280.
     init_weights
-        Optional list of n_experts non-negative initial weights (the lecture's example #8
-        starts its bias weights at 0, 1, 2).
+        Optional list of n_experts non-negative initial weights below 1e280 (the
+        lecture's example #8 starts its bias weights at 0, 1, 2).
     labels
         The class labels, in class order.
     """
@@ -52,8 +54,8 @@ class MulticlassWinnow(MulticlassLearner):
     _parameter_constraints = {
         "n_experts": Integer(1, MAX_SIZE),
         "alpha": Real(0.0, low_open=True),
-        "init": Real(0.0, low_open=True),
-        "init_weights": RealArray(low=0.0),
+        "init": Real(0.0, kernel.CEILING, low_open=True, high_open=True),
+        "init_weights": RealArray(low=0.0, high=kernel.CEILING),
         "labels": Labels(),
     }
     _state_arrays = {"w_": "float64"}
@@ -117,8 +119,8 @@ class MulticlassWinnow(MulticlassLearner):
         )
         if status == 2:
             raise UpdateRefused(
-                "multiclass-winnow refused an update that would push a weight past 1e300: "
-                "use a smaller alpha",
+                "multiclass-winnow refused an update that would push a weight past "
+                f"{kernel.CEILING:g}: use a smaller alpha",
                 pred,
             )
         return pred, status == 1

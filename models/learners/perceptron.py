@@ -1,4 +1,11 @@
-"""The Perceptron (Winnow lecture notes, slides 2 and 5; Freund & Schapire 1999)."""
+"""The Perceptron (Winnow lecture notes, slides 2 and 5; Freund & Schapire 1999).
+
+Range: a weight moves by at most eta * 2 * VALUE_LIMIT per update (2: a sub-expert
+difference), so after 2**64 updates |w_i| <= 2**65 * 1e50 * 1e100 < 1e170, and a score,
+at most MAX_SIZE = 2**26 such weights times values within 1e100, stays below 1e278 (an
+average of weights, as A-B keeps, no larger). Hence ``eta <= 1e50`` and values within
+VALUE_LIMIT; no update can then overflow, so the Perceptron never refuses one.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +26,9 @@ __all__ = ["Perceptron"]
 
 _NO_SCALARS = np.zeros(0)
 
+#: The largest learning rate (see the module notes).
+ETA_MAX = 1e50
+
 
 class Perceptron(BinaryLearner):
     """Rosenblatt's Perceptron with w = 0 initially.
@@ -31,7 +41,7 @@ class Perceptron(BinaryLearner):
     n_features
         Number of attributes (add a constant attribute for a learnt threshold).
     eta
-        Learning rate, > 0.
+        Learning rate, in (0, 1e50].
     labels
         The two labels; the first is +1.
 
@@ -48,7 +58,7 @@ class Perceptron(BinaryLearner):
     convertible = True
     _parameter_constraints = {
         "n_features": Integer(1, MAX_SIZE),
-        "eta": Real(0.0, low_open=True),
+        "eta": Real(0.0, ETA_MAX, low_open=True),
         "labels": Labels(exactly=2),
     }
     _state_arrays = {"w_": "float64"}

@@ -15,7 +15,16 @@ from models.core.params import MAX_SIZE, Integer, Labels, Options, Real
 from models.core.state import InvalidState
 from models.kernels import weighted_majority as kernel
 
-__all__ = ["WeightedMajority", "WeightedMajorityHypothesis"]
+__all__ = ["TRACKING", "WeightedMajority", "WeightedMajorityHypothesis", "tracking_off"]
+
+#: The options that track a changing best expert (see docs/tracking.rst); 0 is off.
+TRACKING = ("weight_floor", "fixed_share")
+
+
+def tracking_off(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` without the tracking options that are off, so that a spec (and a state)
+    of a learner that does not track is the one it was before these options existed."""
+    return {k: v for k, v in params.items() if k not in TRACKING or v != 0}
 
 
 class WeightedMajorityHypothesis(Hypothesis):
@@ -46,6 +55,15 @@ class WeightedMajority(MulticlassLearner):
     Warmuth's WM) or only when the master prediction was wrong (``"on_mistake"``). If the
     best expert makes m mistakes among v experts, M <= (ln v + m ln(1/beta)) / ln(2/(1+beta)).
 
+    Two options track a best expert that changes (both 0, off, by default; bounds in
+    docs/tracking.rst). ``weight_floor`` is gamma of Littlestone & Warmuth's WML (1994, §5):
+    a wrong expert's weight is multiplied by beta but not taken below gamma/n of the total
+    at the start of the trial (a weight already below stays), O(active) per trial.
+    ``fixed_share`` is alpha_s of Herbster & Warmuth's fixed share ("Tracking the best
+    expert", 1998): after each trial that moved a weight, every weight gives the fraction
+    alpha_s of itself to a pool shared equally by all n experts,
+    w_i <- (1 - alpha_s) w_i + alpha_s W / n; one exact O(n) pass per update.
+
     Parameters
     ----------
     n_experts
@@ -56,6 +74,10 @@ class WeightedMajority(MulticlassLearner):
         ``"every_trial"`` or ``"on_mistake"``.
     labels
         The class labels, in class order.
+    weight_floor
+        gamma in [0, 1): the relative weight floor (0: none).
+    fixed_share
+        alpha_s in [0, 1): the fraction each weight shares after an update (0: none).
 
     Examples
     --------
@@ -76,6 +98,8 @@ class WeightedMajority(MulticlassLearner):
         "beta": Real(0.0, 1.0, high_open=True),
         "update": Options(("every_trial", "on_mistake")),
         "labels": Labels(),
+        "weight_floor": Real(0.0, 1.0, high_open=True),
+        "fixed_share": Real(0.0, 1.0, high_open=True),
     }
     _state_arrays = {"u_": "float64", "scalars_": "float64"}
 
@@ -85,12 +109,19 @@ class WeightedMajority(MulticlassLearner):
         labels: Sequence[Label],
         beta: float = 0.5,
         update: str = "every_trial",
+        weight_floor: float = 0.0,
+        fixed_share: float = 0.0,
     ) -> None:
         self.n_experts = n_experts
         self.labels = labels  # type: ignore[assignment]
         self.beta = beta
         self.update = update
+        self.weight_floor = weight_floor
+        self.fixed_share = fixed_share
         self._initialise()
+
+    def spec_params(self) -> dict[str, Any]:
+        return tracking_off(self.get_params())
 
     def _reset_state(self) -> None:
         self.u_ = np.ones(self.n_experts)
@@ -132,6 +163,8 @@ class WeightedMajority(MulticlassLearner):
             self.u_,
             self.scalars_,
             float(self.beta),
+            float(self.weight_floor),
+            float(self.fixed_share),
             self.update == "every_trial",
             x.expert,
             x.cls,

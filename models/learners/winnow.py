@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from models.core.state import InvalidState
 from models.kernels import families as fam
 from models.kernels import winnow as kernel
 from models.kernels.common import dot
+from models.learners.weighted_majority import tracking_off
 
 __all__ = ["Winnow"]
 
@@ -33,6 +35,13 @@ class Winnow(BinaryLearner):
     Advanced Linear Models) a score inside the band [theta_minus, theta_plus] counts as a
     mistake and updates toward the true label. The lecture gives the band no prediction;
     here it predicts +1 iff the score is at least its midpoint (see docs/readings.rst).
+
+    ``weight_floor`` (0, off, by default) tracks a target that changes (Auer & Warmuth 1998,
+    "Tracking the best disjunction"; Mesterharm 2003, "Tracking linear-threshold concepts
+    with Winnow"): a demotion, multiplicative or eliminating, never takes a weight below the
+    floor (a weight already below stays), so an attribute that becomes relevant needs only
+    about log_alpha(theta / floor) promotions to count again; O(active) per trial, bound in
+    docs/tracking.rst.
 
     Parameters
     ----------
@@ -54,6 +63,8 @@ class Winnow(BinaryLearner):
         Initial weight, > 0.
     labels
         The two labels; the first is +1.
+    weight_floor
+        The least weight a demotion leaves, in [0, 1e100] (0: none).
 
     Examples
     --------
@@ -68,15 +79,19 @@ class Winnow(BinaryLearner):
     value_range = (0.0, 1.0)
     _parameter_constraints = {
         "n_features": Integer(1, MAX_SIZE),
-        "alpha": Real(1.0, low_open=True),
-        "theta": Real(0.0, low_open=True, optional=True),
+        # A promoted weight had w_i x_i <= theta_plus, so a promotion leaves it below
+        # theta_plus * alpha, or adds less than 2 theta_plus ln(alpha): within these
+        # bounds every weight stays below 1e201 over 2**64 updates, every score below 1e209.
+        "alpha": Real(1.0, 1e100, low_open=True),
+        "theta": Real(0.0, 1e100, low_open=True, optional=True),
         "beta": Real(0.0, 1.0, low_open=True, high_open=True, optional=True),
         "strict": Bool(),
         "demotion": Options(("multiply", "eliminate")),
-        "theta_minus": Real(optional=True),
-        "theta_plus": Real(optional=True),
-        "init": Real(0.0, low_open=True),
+        "theta_minus": Real(-1e100, 1e100, optional=True),
+        "theta_plus": Real(-1e100, 1e100, optional=True),
+        "init": Real(0.0, 1e100, low_open=True),
         "labels": Labels(exactly=2),
+        "weight_floor": Real(0.0, 1e100),
     }
     _state_arrays = {"w_": "float64"}
 
@@ -92,6 +107,7 @@ class Winnow(BinaryLearner):
         theta_plus: float | None = None,
         init: float = 1.0,
         labels: Sequence[Label] = (1, -1),
+        weight_floor: float = 0.0,
     ) -> None:
         self.n_features = n_features
         self.alpha = alpha
@@ -103,7 +119,11 @@ class Winnow(BinaryLearner):
         self.theta_plus = theta_plus
         self.init = init
         self.labels = labels  # type: ignore[assignment]
+        self.weight_floor = weight_floor
         self._initialise()
+
+    def spec_params(self) -> dict[str, Any]:
+        return tracking_off(self.get_params())
 
     def _check_params(self) -> None:
         theta = float(self.theta) if self.theta is not None else self.n_features / 2
@@ -124,6 +144,7 @@ class Winnow(BinaryLearner):
                 fam.WINNOW_PROMOTE: self._la,
                 fam.WINNOW_DEMOTE: self._lb,
                 fam.WINNOW_ELIMINATE: self._eliminate,
+                fam.WINNOW_FLOOR: self.weight_floor,
             }
         )
 
@@ -165,6 +186,7 @@ class Winnow(BinaryLearner):
             self._la,
             self._lb,
             self._eliminate,
+            self._prm[fam.WINNOW_FLOOR],
             idx,
             val,
             y,

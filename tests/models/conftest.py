@@ -97,16 +97,18 @@ class Case:
         """Whether a trial leaves the weights of inactive features/sub-experts untouched.
 
         Committee renormalises and ALMA projects the whole vector, so they do not; recycling
-        re-learns stored instances and an average moves everywhere.
+        re-learns stored instances and an average moves everywhere; a fixed share moves
+        every weight.
         """
-        return self.base_kind not in ("committee", "alma") and not self.wrapper
+        shares = bool(self.spec.get("fixed_share"))
+        return self.base_kind not in ("committee", "alma") and not self.wrapper and not shares
 
     @property
     def nonneg_arrays(self) -> list[tuple[str, ...]]:
         """Paths (child roles..., array name) of the state arrays holding weights that must
         not be negative: every learned array of the Winnow family but their scalars."""
         winnow_family = ("winnow", "balanced-winnow", "committee", "multiclass-winnow")
-        winnow_family += ("weighted-majority",)
+        winnow_family += ("weighted-majority", "fusion")
         if self.base_kind not in winnow_family:
             return []
         roles = {"ecoc": "column:0", "bagging": "model:0", "boosting": "model:0"}
@@ -239,6 +241,70 @@ def _cases() -> list[Case]:
         Case("multiclass-winnow", {"kind": "multiclass-winnow", "alpha": 0.5}, four, m),
         Case("wm-every", {"kind": "weighted-majority", "update": "every_trial"}, abc, m),
         Case("wm-mistake", {"kind": "weighted-majority", "update": "on_mistake"}, four, m),
+        # the tracking options (docs/tracking.rst)
+        Case("winnow-floor", {"kind": "winnow", "weight_floor": 0.25}, attr, n),
+        Case(
+            "winnow-eliminate-floor",
+            {"kind": "winnow", "demotion": "eliminate", "theta": 2.0, "weight_floor": 0.5},
+            attr,
+            n,
+        ),
+        Case(
+            "balanced-floor",
+            {"kind": "balanced-winnow", "alpha": 2.0, "weight_floor": 0.5},
+            attr,
+            n,
+        ),
+        Case("committee-floor", {"kind": "committee", "alpha": 1.5, "weight_floor": 0.2}, abc, m),
+        Case(
+            "committee-tracking",
+            {"kind": "committee", "alpha": 1.5, "weight_floor": 0.2, "fixed_share": 0.05},
+            four,
+            m,
+        ),
+        Case("wm-floor", {"kind": "weighted-majority", "weight_floor": 0.2}, abc, m),
+        Case("fusion", {"kind": "fusion"}, abc, m),
+        Case("fusion-share", {"kind": "fusion", "beta": 0.3, "fixed_share": 0.05}, four, m),
+        Case(
+            "wm-mistake-tracking",
+            {
+                "kind": "weighted-majority",
+                "update": "on_mistake",
+                "weight_floor": 0.2,
+                "fixed_share": 0.05,
+            },
+            four,
+            m,
+        ),
+        Case(
+            "se-balanced-floor",
+            {"kind": "subexpert", "learner": {**bw, "weight_floor": 0.5}},
+            abc,
+            m,
+        ),
+        Case(
+            "recycling-committee-tracking",
+            {
+                "kind": "recycling",
+                "size": 4,
+                "max_updates": 50,
+                "learner": {"kind": "committee", "weight_floor": 0.2, "fixed_share": 0.05},
+            },
+            four,
+            m,
+        ),
+        Case(
+            "recycling-winnow-floor",
+            {"kind": "recycling", "size": 5, "learner": {"kind": "winnow", "weight_floor": 0.25}},
+            attr,
+            n,
+        ),
+        Case(
+            "averaging-committee-share",
+            {"kind": "averaging", "learner": {"kind": "committee", "fixed_share": 0.05}},
+            abc,
+            m,
+        ),
         Case("se-balanced-pred", {"kind": "subexpert", "learner": bw}, abc, m),
         Case(
             "se-balanced-runner",

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from models.core.params import InvalidParameter
+from models.core.params import VALUE_LIMIT, InvalidParameter
 from models.core.state import InvalidState
 from models.learners.alma import ALMA, inverse_link, link
 
@@ -351,4 +351,5 @@ def test_params_and_defaults() -> None:
     }
     assert alma.gamma_ == pytest.approx(1.0 * math.sqrt(3))  # B = 1/alma_alpha
     assert ALMA(n_features=3, B=2.0).gamma_ == pytest.approx(2.0)
-    assert ALMA.margin_based and ALMA.value_range is None and ALMA.kind == "alma"
+    assert ALMA.margin_based and ALMA.value_range == (-VALUE_LIMIT, VALUE_LIMIT)
+    assert ALMA.kind == "alma"

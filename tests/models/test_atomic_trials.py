@@ -22,7 +22,7 @@ from models.inputs.datasets import MajorityProblem
 from models.voting.vcombine import VCombine
 
 BW = {"kind": "balanced-winnow", "alpha": 1e150, "theta": 0.5}
-#: Multi-class Winnow's weights collapse under random labels before one passes 1e300 by
+#: Multi-class Winnow's weights collapse under random labels before one passes 1e280 by
 #: steps; an alpha this large refuses the first promotion instead.
 MCW = {"kind": "multiclass-winnow", "alpha": 1e305}
 #: At threshold 0 Balanced Winnow shifts its weights, but a factor above 2**600 outgrows that.

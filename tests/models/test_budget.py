@@ -192,7 +192,7 @@ def test_a_large_model_is_estimated_without_allocating() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 1 << 20
-    assert huge > 8 << 30 and largest == 8 * (2**26 + 6)  # w_ and the 6 kernel parameters
+    assert huge > 8 << 30 and largest == 8 * (2**26 + 7)  # w_ and the 7 kernel parameters
 
 
 def test_estimate_names_a_bad_nested_value() -> None:
