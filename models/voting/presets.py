@@ -79,6 +79,8 @@ class VRCombine(VCombine):
         Instance recycling's store size s and update cap u.
     h, r, window, restart_wait, accuracy, vote_normalize, select, beta, wm_update, restarts
         The voting parameters of V-Combine.
+    signs, ties
+        What V-Combine serves (see :class:`~models.voting.vcombine.VCombine`).
     labels, n_experts
         Supplied by the model.
     """
@@ -117,6 +119,8 @@ class VRCombine(VCombine):
         beta: float = 0.5,
         wm_update: str = "every_trial",
         restarts: bool = True,
+        signs: str = "signed",
+        ties: str = "first",
         labels: Sequence[Label] = (1, -1),
         n_features: int | None = None,
         n_experts: int | None = None,
@@ -140,6 +144,8 @@ class VRCombine(VCombine):
             beta=beta,
             wm_update=wm_update,
             restarts=restarts,
+            signs=signs,
+            ties=ties,
             labels=labels,
             n_features=n_features,
             n_experts=n_experts,

@@ -46,7 +46,9 @@ from models.voting.hypothesis import (
     VotingHypothesis,
     combine_votes,
     effective_weights,
+    first_by_plain_sum,
     hypothesis_fields,
+    nonnegative,
 )
 from models.voting.members import Members
 from models.voting.schedule import (
@@ -98,6 +100,16 @@ class VCombine(Learner):
     the learners. Where the paper is silent (the window's m, the estimate, the counters, d,
     the order within a trial) the readings taken are in docs/readings.rst, ``v-combine``.
 
+    What is served can be made robust where labels come late (docs/delayed_labels.rst);
+    both options change only the predictions served, never what V-Combine or its learners
+    learn and count. ``signs="nonnegative"`` serves the rule in force (B alone or the vote)
+    with every voter's negative sub-expert weights set to 0, so a sub-expert only adds to
+    the classes it votes for: a broken one can no longer win because the weights of those
+    that agree on the right class have mixed signs and nearly cancel. ``ties="plain-sum"``
+    breaks a tie of the rule in force by the unweighted sum of the sub-experts' votes, then
+    the smallest class: before the first update, when every score is 0, the rule serves
+    that plain sum instead of the first class. Both need learners over sub-experts.
+
     ``select="weighted-majority"`` chooses B instead as the learner with the largest weight
     of a Weighted Majority over the learners (Littlestone & Warmuth 1994), ties to list
     order: weights start at 1 and the learners that predicted wrongly are multiplied by
@@ -130,6 +142,10 @@ class VCombine(Learner):
         ``"buffer+online"`` or ``"buffer"``.
     vote_normalize
         ``"none"``, ``"l1"`` or ``"maxabs"``.
+    signs
+        ``"signed"`` (the paper) or ``"nonnegative"``.
+    ties
+        ``"first"`` (the paper) or ``"plain-sum"``.
     select
         ``"fewest-mistakes"`` or ``"weighted-majority"``.
     beta, wm_update
@@ -157,6 +173,8 @@ class VCombine(Learner):
         "restart_wait": Integer(1, 2**40),
         "accuracy": Options(("buffer+online", "buffer")),
         "vote_normalize": Options(("none", "l1", "maxabs")),
+        "signs": Options(("signed", "nonnegative")),
+        "ties": Options(("first", "plain-sum")),
         "select": Options(("fewest-mistakes", "weighted-majority")),
         "beta": Real(0.0, 1.0, high_open=True),
         "wm_update": Options(("every_trial", "on_mistake")),
@@ -169,6 +187,10 @@ class VCombine(Learner):
     #: Run trials through :mod:`models.voting.compiled` when the members allow it; False keeps
     #: the composed reference path (the two agree bit for bit).
     _compiled: ClassVar[bool] = True
+    #: What :meth:`_served_voters` keeps: B's served hypothesis with B and its version, and
+    #: each held slot's served hypothesis by the slot hypothesis's id.
+    _served_current: tuple[Learner, int, Hypothesis] | None
+    _served_slots: dict[int, tuple[Hypothesis, Hypothesis]]
 
     slot_table_ = vs.Packed(lambda vc: vs.pack_slot_table(vc.slots_))
     slot_reals_ = vs.Packed(lambda vc: vs.pack_slot_reals(vc.slots_))
@@ -191,6 +213,8 @@ class VCombine(Learner):
         beta: float = 0.5,
         wm_update: str = "every_trial",
         restarts: bool = True,
+        signs: str = "signed",
+        ties: str = "first",
         labels: Sequence[Label] = (1, -1),
         n_features: int | None = None,
         n_experts: int | None = None,
@@ -206,6 +230,8 @@ class VCombine(Learner):
         self.beta = beta
         self.wm_update = wm_update
         self.restarts = restarts
+        self.signs = signs
+        self.ties = ties
         self.labels = labels  # type: ignore[assignment]
         self.n_features = n_features
         self.n_experts = n_experts
@@ -237,6 +263,9 @@ class VCombine(Learner):
         kind = self.input_kind_for({"learners": members})
         size = check_size(self, kind, f"{kind} learners")
         self.input_kind = kind
+        for name, paper in (("signs", "signed"), ("ties", "first")):
+            if kind != "experts" and getattr(self, name) != paper:
+                raise InvalidParameter(name, getattr(self, name), f"{paper!r} over attributes")
         specs, built, checks, codes = [], [], [], []
         for i, item in enumerate(members):
             inner = build_inner(item, labels=self.labels, size=size, path=f"learners[{i}]")
@@ -256,6 +285,7 @@ class VCombine(Learner):
         weighted = self.select == "weighted-majority"
         self._members = Members(built, specs, weighted, self.beta, self.wm_update)
         self._online = self.accuracy == "buffer+online"
+        self._as_paper = (self.signs, self.ties) == ("signed", "first")
 
     def members(self) -> Sequence[Mapping[str, Any] | Learner]:
         """The specs (or learner objects) of the members to build."""
@@ -274,6 +304,7 @@ class VCombine(Learner):
         self._fast: CompiledMembers | None = None  # built at the next trial
         self._fast_tried = False
         self._whole = False
+        self._forget_served()
 
     # -- what V-Combine holds ---------------------------------------------------------------
 
@@ -380,22 +411,74 @@ class VCombine(Learner):
         return self._vote_of(x, self.learners_[self.best_].scores(x))
 
     def _scores(self, x: Any) -> np.ndarray:
+        if not self._as_paper:
+            return self._served_scores(x)
         current = self.learners_[self.best_].scores(x)
         return current if self.uses_best_ else self._vote_of(x, current)
 
     def _predict(self, x: Any) -> int:
+        if not self._as_paper:
+            scores = self._served_scores(x)
+            return int(
+                argmax_first(scores) if self.ties == "first" else first_by_plain_sum(scores, x)
+            )
         if self.uses_best_:
             return self._class[self.learners_[self.best_].predict(x)]
         return int(argmax_first(self._scores(x)))
 
     def snapshot(self) -> Hypothesis:
-        """The frozen rule in force: B's hypothesis if M_B < M_V, else the vote."""
+        """The frozen rule in force: B's hypothesis if M_B < M_V, else the vote (as served:
+        with ``signs`` and ``ties``)."""
+        if not self._as_paper:
+            normalize = "none" if self.uses_best_ else self.vote_normalize
+            return VotingHypothesis(
+                self._served_voters(), normalize, self.labels, self._check, self.ties
+            )
         current = self.learners_[self.best_].snapshot()
         if self.uses_best_:
             return current
         return VotingHypothesis(
             [*self.slot_hypotheses, current], self.vote_normalize, self.labels, self._check
         )
+
+    # -- what is served with ``signs`` and ``ties`` (docs/delayed_labels.rst) ----------------
+
+    def _served_voters(self) -> list[Hypothesis]:
+        """The voters of the rule in force as served: with ``signs="nonnegative"`` each
+        without its negative weights (kept until the slot or B's version changes)."""
+        best = self.learners_[self.best_]
+        kept = self._served_current
+        if kept is None or kept[0] is not best or kept[1] != best.version_:
+            current = best.snapshot()
+            kept = (best, best.version_, self._signed(current))
+            self._served_current = kept
+        if self.uses_best_:
+            return [kept[2]]
+        held = self._schedule.hypotheses()
+        cache = self._served_slots
+        if len(cache) > 2 * self.h:  # drop the slots no longer held
+            cache = self._served_slots = {id(h): cache[id(h)] for h in held if id(h) in cache}
+        voters = []
+        for h in held:
+            hit = cache.get(id(h))
+            if hit is None or hit[0] is not h:
+                hit = cache[id(h)] = (h, self._signed(h))
+            voters.append(hit[1])
+        return [*voters, kept[2]]
+
+    def _signed(self, h: Hypothesis) -> Hypothesis:
+        return nonnegative(h) if self.signs == "nonnegative" else h
+
+    def _served_scores(self, x: Any) -> np.ndarray:
+        scores = [h.scores(x) for h in self._served_voters()]
+        if self.uses_best_:
+            return scores[0]
+        return combine_votes(scores, self.vote_normalize, self.n_classes)
+
+    def _forget_served(self) -> None:
+        """Drop the served voters kept (their learners were replaced, reset or undone)."""
+        self._served_current = None
+        self._served_slots = {}
 
     def weights(self) -> np.ndarray:
         """The effective weights of :meth:`snapshot` (see :class:`VotingHypothesis`)."""
@@ -409,6 +492,7 @@ class VCombine(Learner):
         current = self.learners_[b]
         key = (b, current.version_)
         use_best = self.uses_best_
+        served = None if self._as_paper else self._predict(x)
         journal = self._journal
         if fast is not None:  # steps 1-3 in one compiled call
             fast.pack_slots(self)
@@ -424,6 +508,8 @@ class VCombine(Learner):
             predicted = current._predict(x) if use_best else voted
             picks = members.picks(x)
             wrong, changed = members.learn(self, x, c, self.labels[c], journal, self._whole)
+        if served is not None:
+            predicted = served
         # 4. the counts; 5-7. the windows, doubling and restarts
         schedule = self._schedule
         schedule.credit(key, not wrong[b])
@@ -543,6 +629,7 @@ class VCombine(Learner):
             for target, value in zip(live, arrays, strict=True):
                 target[...] = value
         self._fast, self._fast_tried = None, False  # the members' arrays are theirs again
+        self._forget_served()
 
     # -- state ------------------------------------------------------------------------------
 
@@ -571,3 +658,4 @@ class VCombine(Learner):
         self._members.replace(fresh)
         self._schedule.slots, self.buffer_ = slots, buffer
         self._fast, self._fast_tried = None, False
+        self._forget_served()
