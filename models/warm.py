@@ -67,8 +67,12 @@ _EXPERTS: tuple[Spec, ...] = (
         },
         "attributes": {"n_features": 4, "constant_attribute": True},
     },
-    {
-        "experts": {"expert_names": ["e0", "e1", "e2"], "normalize": "rank"},
+    {  # several normalisations and subsets' averages (one compiled pass)
+        "experts": {
+            "expert_names": ["e0", "e1", "e2"],
+            "normalize": ["rank", "raw"],
+            "combinations": {"size": 3, "by": ["score", "rank"]},
+        },
         "attributes": {"feature_names": _NAMES[:4]},
     },
     {"attributes": {"n_features": 6}},  # attributes alone: k sub-experts each

@@ -14,8 +14,8 @@ as sub-experts, and the learner weighs them as it weighs the classifiers:
   members that vote; a subset none of whose members votes abstains, and a subset with a
   retired member votes no more. Named ``expert:cnn+svm/score``.
 
-A trial costs O(sum over subsets of their size x labels) for the subsets: a subset's vote
-is a gather and a sum over its members' rows.
+A trial costs O(sum over subsets of their size x labels) for the subsets, in one compiled
+pass over them (:func:`models.kernels.subsets.subset_votes`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 
 from models.core.params import Integer, InvalidParameter, Options
 from models.inputs.payload import check_option, is_list, read_section
+from models.kernels.subsets import subset_votes
 
 __all__ = ["BY", "DERIVED_LIMIT", "NORMALIZE", "Combinations", "Subsets", "read_normalize"]
 
@@ -112,18 +113,18 @@ class Subsets:
             )
         self.by = combinations.by
         self.members: list[tuple[int, ...]] = []
-        # per subset size: the first subset's number and every subset's members, a row each
-        self.groups: list[tuple[int, np.ndarray]] = []
-        for s in range(2, min(combinations.size, n) + 1):
-            first = len(self.members)
-            self.members.extend(itertools.combinations(range(n), s))
-            rows = np.array(self.members[first:], dtype=np.int64).reshape(-1, s)
-            self.groups.append((first, rows))
-        gone = np.zeros(n, dtype=bool)
+        for size in range(2, min(combinations.size, n) + 1):
+            self.members.extend(itertools.combinations(range(n), size))
+        widest = max(map(len, self.members), default=0)
+        # every subset's members, then -1s: the compiled pass reads them so
+        self.table = np.full((len(self.members), widest), -1, dtype=np.int64)
+        for d, m in enumerate(self.members):
+            self.table[d, : len(m)] = m
+        gone = np.zeros(n + 1, dtype=bool)  # (n: the padding's -1)
         gone[list(retired)] = True
         # whether each subset still votes, and its newest member (it came with that one)
-        self.live = np.array([not gone[list(m)].any() for m in self.members], dtype=bool)
-        newest = np.array([m[-1] for m in self.members], dtype=np.int64)
+        self.live = np.logical_not(gone[self.table].any(axis=1))
+        newest = self.table.max(axis=1) if len(self.members) else np.zeros(0, dtype=np.int64)
         self.newest = np.repeat(newest, len(self.by))
 
     def __len__(self) -> int:
@@ -143,35 +144,12 @@ class Subsets:
         """``(item, class, value, row)`` of the derived votes of vote rows ``expert``
         (rows of ``scores[by]`` for each by), rows grouped by ``payload``; ``row`` is the
         first vote row of the payload each derived vote belongs to."""
-        k = next(iter(scores.values())).shape[1]
-        nb = len(self.by)
-        out_i, out_c, out_v, out_r = [], [], [], []
-        cuts = np.flatnonzero(np.diff(payload)) + 1
-        for rows in np.split(np.arange(expert.size), cuts):
-            if not rows.size:
-                continue
-            voted = np.zeros(n, dtype=np.int64)
-            voted[expert[rows]] = 1
-            for b, by in enumerate(self.by):
-                table = np.zeros((n, k))
-                table[expert[rows]] = scores[by][rows]
-                for first, group in self.groups:
-                    count = voted[group].sum(axis=1)
-                    use = (count > 0) & self.live[first : first + group.shape[0]]
-                    # each term divided first: the sum of finite scores stays finite
-                    share = table[group] / np.maximum(count, 1)[:, None, None]
-                    avg = share.sum(axis=1)
-                    t, c = np.nonzero(avg * use[:, None])
-                    out_i.append((first + t) * nb + b)
-                    out_c.append(c)
-                    out_v.append(avg[t, c])
-                    out_r.append(np.full(t.size, rows[0], dtype=np.int64))
-        if not out_i:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, np.zeros(0), empty
-        return (
-            np.concatenate(out_i),
-            np.concatenate(out_c),
-            np.concatenate(out_v),
-            np.concatenate(out_r),
+        by = np.ascontiguousarray(np.stack([scores[b] for b in self.by]), dtype=np.float64)
+        return subset_votes(
+            np.ascontiguousarray(expert, dtype=np.int64),
+            np.ascontiguousarray(payload, dtype=np.int64),
+            by,
+            self.table,
+            self.live,
+            n,
         )

@@ -48,6 +48,13 @@ FUSION = {
     "experts": {"expert_names": ["c1", "c2"], "normalize": "argmax", "split_classes": "all"},
     "attributes": {"n_features": 5},
 }
+POOL = {  # subsets' averages: a compiled pass of their own
+    "experts": {
+        "expert_names": ["c1", "c2", "c3", "c4"],
+        "normalize": ["sum-to-one", "rank"],
+        "combinations": {"size": 3, "by": ["score", "rank"]},
+    }
+}
 SUB_ALMA = {"kind": "subexpert", "learner": {"kind": "alma", "p": 3}}
 SUB_PERCEPTRON = {"kind": "subexpert", "learner": {"kind": "perceptron", "eta": 2}}
 RECYCLED = {"kind": "recycling", "size": 10, "max_updates": 2, "learner": SUB_PERCEPTRON}
@@ -71,6 +78,8 @@ CASES: list[tuple[dict[str, Any], dict[str, Any], list[Any]]] = [
     ({"kind": "multiclass-winnow", "alpha": 3, "init": 2}, EXPERTS, MULTI),
     ({"kind": "weighted-majority", "beta": 0, "update": "on_mistake"}, EXPERTS, MULTI),
     ({"kind": "weighted-majority"}, FUSION, BINARY),
+    ({"kind": "fusion"}, POOL, MULTI),
+    ({"kind": "committee", "weight_floor": 0.1, "fixed_share": 0.01}, POOL, BINARY),
     ({"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": 2}}, EXPERTS, MULTI),
     (SUB_PERCEPTRON, FUSION, BINARY),
     ({**SUB_ALMA, "subexpert_z": "predicted"}, EXPERTS, MULTI),
