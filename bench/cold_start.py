@@ -60,6 +60,7 @@ MODELS: dict[str, tuple[dict[str, Any], bool]] = {
     "bagging": ({"kind": "bagging", "learner": PERCEPTRON}, True),
     "boosting": ({"kind": "boosting", "learner": {"kind": "committee"}}, False),
     "vr-combine": ({"kind": "vr-combine"}, False),
+    "fusion": ({"kind": "fusion"}, False),
 }
 
 

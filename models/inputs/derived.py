@@ -82,10 +82,16 @@ class Combinations:
     def config(self) -> dict[str, Any]:
         return {"size": self.size, "by": list(self.by) if self.by_listed else self.by[0]}
 
-    def count(self, n: int) -> int:
-        """The derived sub-experts of ``n`` classifiers."""
-        subsets = sum(math.comb(n, s) for s in range(2, min(self.size, n) + 1))
-        return subsets * len(self.by)
+    def count(self, n: int, most: int = DERIVED_LIMIT) -> tuple[int, bool]:
+        """The derived sub-experts of ``n`` classifiers, counted until past ``most`` (subsets
+        of s classifiers grow in number up to s = n/2, so that is soon): the count, and
+        whether it is complete."""
+        total, top = 0, min(self.size, n)
+        for s in range(2, top + 1):
+            total += math.comb(n, s) * len(self.by)
+            if total > most:
+                return total, s == top
+        return total, True
 
 
 class Subsets:
@@ -103,13 +109,14 @@ class Subsets:
         retired: Sequence[int] = (),
         limit: int = DERIVED_LIMIT,
     ) -> None:
-        count = combinations.count(n)
+        count, complete = combinations.count(n, limit)
         if count > limit:
+            give = f"give {count}" if complete else f"give more than {count}"
             raise InvalidParameter(
                 "experts.combinations",
                 combinations.config(),
                 f"at most {limit} derived sub-experts (max_derived_experts): subsets of up "
-                f"to {combinations.size} of {n} experts by {list(combinations.by)} give {count}",
+                f"to {combinations.size} of {n} experts by {list(combinations.by)} {give}",
             )
         self.by = combinations.by
         self.members: list[tuple[int, ...]] = []

@@ -195,6 +195,11 @@ def test_the_budget_of_derived_experts_is_checked_before_any_is_made() -> None:
     huge = {"expert_names": [f"e{i}" for i in range(10_000)], "combinations": {"size": 40}}
     with pytest.raises(InvalidParameter, match=str(DERIVED_LIMIT)):
         InputSpace(["a", "b"], experts=huge)
+    # every subset of 20,000 experts: refused once the count passes the limit, never
+    # summed out (a number of 6,000 digits, after minutes)
+    every = {"expert_names": [f"e{i}" for i in range(20_000)], "combinations": {"size": 20_000}}
+    with pytest.raises(InvalidParameter, match="give more than 199990000"):
+        InputSpace(["a", "b"], experts=every)
 
 
 def test_a_new_classifier_brings_its_subsets_and_a_retired_one_silences_its_own() -> None:
