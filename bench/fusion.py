@@ -121,6 +121,10 @@ SPECS: dict[str, dict[str, Any]] = {
         "input": {"experts": {"normalize": "sum-to-one"}},
         "learner": {"kind": "vr-combine"},
     },
+    "vr-combine-served-robustly": {
+        "input": {"experts": {"normalize": "sum-to-one"}},
+        "learner": {"kind": "vr-combine", "ties": "plain-sum", "signs": "nonnegative"},
+    },
     "fusion": FUSION,
 }
 SETS = ("digits", "breast_cancer", "synthetic")

@@ -4,12 +4,13 @@ a budget that names itself, growth and retirement live, and a replay that is the
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import httpx
 import numpy as np
 import orjson
-from _procs import assert_same_state, replay, wait_folded
+from _procs import assert_same_state, replay
 
 NAMES = ["cnn", "svm", "knn"]
 LABELS = ["cat", "dog", "bird"]
@@ -22,6 +23,18 @@ POOL = {
 
 def _votes(rng: np.random.Generator, names: list[str]) -> dict[str, Any]:
     return {e: rng.dirichlet(np.ones(3)).round(4).tolist() for e in names if rng.random() < 0.9}
+
+
+def _settled(c: httpx.Client, name: str) -> dict[str, float]:
+    """The sub-experts' weights once every trial is folded and the summary caught up."""
+    deadline = time.monotonic() + 30
+    while True:
+        s = c.get(f"/v1/models/{name}/stats").json()
+        if s["folded"] == s["version"] == s["summary_version"]:
+            weights: dict[str, float] = s["experts"]
+            return weights
+        assert time.monotonic() < deadline, f"stats of {name} did not settle: {s}"
+        time.sleep(0.1)
 
 
 def _learn(c: httpx.Client, name: str, votes: dict[str, Any], label: str) -> dict[str, Any]:
@@ -52,8 +65,7 @@ def test_a_pool_of_sub_experts_learns_grows_and_replays(
         label = LABELS[int(rng.integers(3))]
         votes["knn"] = [0.9 if lab == label else 0.05 for lab in LABELS]
         _learn(c, name, votes, label)
-    wait_folded(c, name)
-    weights = c.get(f"/v1/models/{name}/stats").json()["experts"]
+    weights = _settled(c, name)
     singles = [f"expert:{e}/{n}" for e in NAMES for n in ("sum-to-one", "rank")]
     subsets = ["cnn+svm", "cnn+knn", "svm+knn", "cnn+svm+knn"]
     derived = [f"expert:{s}/{by}" for s in subsets for by in ("score", "rank")]
@@ -69,8 +81,7 @@ def test_a_pool_of_sub_experts_learns_grows_and_replays(
     assert refused.status_code == 422 and "retired" in refused.text
     for _ in range(40):
         _learn(c, name, _votes(rng, ["cnn", "knn", "vit"]), LABELS[int(rng.integers(3))])
-    wait_folded(c, name)
-    after = c.get(f"/v1/models/{name}/stats").json()["experts"]
+    after = _settled(c, name)
     assert "expert:vit/rank" in after and "expert:svm+knn+vit/score" in after
     # svm and every subset with it vote no more, so each keeps the weight it had
     silent = [e for e in weights if "svm" in e]
