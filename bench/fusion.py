@@ -92,21 +92,14 @@ from sklearn.tree import DecisionTreeClassifier
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from service import uvicorn
 
+from models.learners.fusion import FUSION_INPUT
 from storage.server import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "fusion_results.rst"
 
 # The spec the headline judges.
-FUSION: dict[str, Any] = {
-    "input": {
-        "experts": {
-            "normalize": "sum-to-one",
-            "combinations": {"size": 3, "by": ["score", "rank"]},
-        }
-    },
-    "learner": {"kind": "fusion"},
-}
+FUSION: dict[str, Any] = {"input": {"experts": FUSION_INPUT}, "learner": {"kind": "fusion"}}
 # Model configs; the bench fills in each one's ``expert_names``.
 SPECS: dict[str, dict[str, Any]] = {
     "weighted-majority": {
@@ -121,7 +114,7 @@ SPECS: dict[str, dict[str, Any]] = {
         "input": {"experts": {"normalize": "sum-to-one"}},
         "learner": {"kind": "vr-combine"},
     },
-    "vr-combine-served-robustly": {
+    "vr-combine-robust": {
         "input": {"experts": {"normalize": "sum-to-one"}},
         "learner": {"kind": "vr-combine", "ties": "plain-sum", "signs": "nonnegative"},
     },

@@ -9,7 +9,7 @@ from _run import run_bench
 
 SETS = {"digits": 300, "breast_cancer": 399, "synthetic": 600}  # trials with --quick
 MODES = ("one_by_one", "pending_100")
-SPECS = ("weighted-majority", "committee", "vr-combine", "vr-combine-served-robustly", "fusion")
+SPECS = ("weighted-majority", "committee", "vr-combine", "vr-combine-robust", "fusion")
 RIVER = ("river_softmax", "river_bandit")
 EXPERTS = ("naive-bayes", "logistic", "knn", "tree", "forest", "random", "svc")
 LINE = re.compile(r"([a-z_0-9.-]+): (\S+)(?: \((.+)\))?")
