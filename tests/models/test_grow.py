@@ -170,6 +170,14 @@ def _votes(rng: np.random.Generator, n: int, k: int, at: np.ndarray | None = Non
     return Experts(e_arr if at is None else at[e_arr], c, v)
 
 
+def _same_weights(a: Learner, b: Learner) -> bool:
+    try:
+        _check_same(a, b)
+    except AssertionError:
+        return False
+    return True
+
+
 def _check_same(a: Learner, b: Learner) -> None:
     wa, wb = np.asarray(a.weights()), np.asarray(b.weights())  # type: ignore[attr-defined]
     if a.kind in ("committee", "weighted-majority") or "committee" in str(a.spec()):
@@ -189,19 +197,46 @@ def _run(learner: Learner, xs: list[Any], ys: list[Any]) -> list[bool]:
     return [learner.learn(x, y).mistake for x, y in zip(xs, ys, strict=True)]
 
 
-def _run_alike(a: Learner, b: Learner, xs_a: list[Any], xs_b: list[Any], ys: list[Any]) -> None:
+def _near_tie(scores: np.ndarray) -> bool:
+    top = np.sort(scores)[-2:]
+    return top.size == 2 and bool(np.isclose(top[0], top[1], rtol=1e-9, atol=0.0))
+
+
+def _tied(learner: Learner, x: Any, y: Any) -> bool:
+    """Whether two labels' scores are equal but for rounding in ``learner``, or in a model
+    it bags before any of the times it learns the trial (a copy of it learns them)."""
+    if _near_tie(learner.scores(x)):
+        return True
+    models = getattr(learner, "models_", ())
+    if not models:
+        return False
+    draws = learner.draws(learner.trials_)  # type: ignore[attr-defined]
+    for model, k in zip(models, draws.tolist(), strict=True):
+        twin = _rebuilt(model)
+        for _ in range(k):
+            if _near_tie(twin.scores(x)):
+                return True
+            twin.learn(x, y)
+    return False
+
+
+def _run_alike(a: Learner, b: Learner, xs_a: list[Any], xs_b: list[Any], ys: list[Any]) -> bool:
     """Learn the trials on both learners, which must make the same mistakes. Only a tie
     lets them part: two labels whose scores are equal but for rounding, where ``a`` and
     ``b`` hold their weights at different scales (a Committee's start at 1/n) and so
     round them differently. Each breaks such a tie its own way, and from there they
-    learn different things: the example cannot test exact agreement and is discarded."""
+    learn different things: the example cannot test exact agreement and is discarded.
+    A tie inside a bagged model may part the models without parting the ensemble's
+    mistakes: returns whether any trial was so tied, for the caller's comparison."""
+    tied_inside = False
     for xa, xb, y in zip(xs_a, xs_b, ys, strict=True):
-        top = np.sort(a.scores(xa))[-2:]
-        tied = top.size == 2 and bool(np.isclose(top[0], top[1], rtol=1e-9, atol=0.0))
+        tied = _tied(a, xa, y)
+        tied_inside = tied_inside or tied
         mistake_a, mistake_b = a.learn(xa, y).mistake, b.learn(xb, y).mistake
         if mistake_a != mistake_b:
             assume(not tied)
         assert mistake_a == mistake_b
+    return tied_inside
 
 
 def _positions(rng: np.random.Generator, n: int, extra: int) -> np.ndarray:
@@ -271,14 +306,18 @@ def test_new_sub_experts_and_labels_enter_as_if_silent_from_the_start(
     small = build(spec, labels=labels[:k], size=n)
     large = build(spec, labels=labels, size=size)
     moved = [Experts(at[x.expert], x.cls, x.value) for x in before]
-    _run_alike(small, large, before, moved, ys)
+    tied = _run_alike(small, large, before, moved, ys)
     grown = small.grown(size, at, labels)
     assert grown.labels == tuple(labels)
+    if tied and "bagging" in str(spec) and not _same_weights(grown, large):
+        assume(False)  # a bagged model broke a tie its own way (see _run_alike)
     _check_same(grown, large)
     _same_state(grown, large)
     after = [_votes(rng, size, len(labels)) for _ in range(30)]
     ys = [labels[int(rng.integers(len(labels)))] for _ in after]
-    _run_alike(grown, large, after, after, ys)
+    tied = _run_alike(grown, large, after, after, ys)
+    if tied and "bagging" in str(spec) and not _same_weights(grown, large):
+        assume(False)
     _check_same(grown, large)
     _same_state(grown, large)
     assert _rebuilt(grown).export_state() == grown.export_state()
