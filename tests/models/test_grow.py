@@ -208,7 +208,7 @@ def _tied(learner: Learner, x: Any, y: Any) -> bool:
     if _near_tie(learner.scores(x)):
         return True
     models = getattr(learner, "models_", ())
-    if not models:
+    if not models or not hasattr(learner, "draws"):  # (boosting: its own weighting)
         return False
     draws = learner.draws(learner.trials_)  # type: ignore[attr-defined]
     for model, k in zip(models, draws.tolist(), strict=True):
