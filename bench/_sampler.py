@@ -35,7 +35,7 @@ _on = False
 
 def frame_name(filename: str, function: str, line: int | None) -> str:
     """``function (path:line)``, the path within its installed package's directory
-    (``uvicorn/server.py``) or the working directory (``app/live.py``)."""
+    (``uvicorn/server.py``) or the working directory (``app/service/live_model.py``)."""
     _, packaged, path = filename.rpartition("/site-packages/")
     if not packaged and path.startswith(_HERE):
         path = path[len(_HERE) :]

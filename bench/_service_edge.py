@@ -12,7 +12,7 @@ own connection (:class:`storage.resp.Connection`): the least a service that keep
 trial it takes must do beside parsing. The single trial calls under
 ``/append`` (``POST /append/v1/models/{name}/predict``, ``.../label``, ``.../learn``) do
 the same for one trial each: the calls of one model and kind arriving while one is in
-flight are gathered as the service gathers them (:mod:`app.gather`), and each group's
+flight are gathered as the service gathers them (:mod:`app.service.gather`), and each group's
 bodies are appended in one script call before each is answered as the edge answers it.
 
 The service serves the statistics read ahead of the router too, and so does the edge:
@@ -20,7 +20,7 @@ The service serves the statistics read ahead of the router too, and so does the 
 ``PUT /edge/stats`` (a real answer of the service, so that both write the same document),
 with nothing read behind it.
 
-Its garbage collector is set as the service's (:mod:`app.collector`).
+Its garbage collector is set as the service's (:mod:`app.core.collector`).
 
 Served as ``uvicorn _service_edge:create --factory --app-dir bench``.
 """
@@ -37,14 +37,14 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.collector import collect_less
-from app.config import Settings
-from app.gather import Gathers
-from app.guard import Guard
-from app.limits import BodyLimit, Busy
-from app.main import fastapi_options
-from app.metrics import RequestMetrics
-from app.trials import GATHER_MOST
+from app.core.collector import collect_less
+from app.core.settings import Settings
+from app.http.guard import Guard
+from app.http.limits import BodyLimit, Busy
+from app.http.main import fastapi_options
+from app.http.metrics import RequestMetrics
+from app.service.gather import Gathers
+from app.service.trial_calls import GATHER_MOST
 from storage.resp import Connection
 
 _PATH = re.compile(

@@ -92,7 +92,7 @@ def start_topology(
         stack.enter_context(
             uvicorn(
                 f"{name}-{i}",
-                ["app.main:create_app", "--factory"],
+                ["app.http.main:create_app", "--factory"],
                 env,
                 tmp,
                 lambda h: h.get("/readyz").status_code == 200,

@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not args.quick:
             env["NUMBA_CACHE_DIR"] = str(Path(tmp) / "numba")  # empty: compile everything
         port, log = free_port(), Path(tmp) / "serve.log"
-        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--data-dir"]
+        cmd = [sys.executable, "-m", "app.cli.main", "serve", "--port", str(port), "--data-dir"]
         cmd += [str(Path(tmp) / "redis"), "--log-level", "warning"]
         with open(log, "wb") as out:
             process = subprocess.Popen(

@@ -2,7 +2,7 @@
 replaces, in the same process.
 
 - Fusion batches (``predict/batch`` bodies of scores as mappings, 6 experts x 10 labels
-  and 25 x 5): the body read in one compiled pass (:func:`app.bodies.read_batch`, the
+  and 25 x 5): the body read in one compiled pass (:func:`app.http.bodies.read_batch`, the
   votes then read from its text together) against the parsed path the service takes for
   a body that pass leaves (pydantic, then the vote dicts).
 - Sparse features, a ``learn/batch`` body of 1,000 items of the service benchmark's
@@ -31,7 +31,7 @@ import numpy as np
 import orjson
 from service import FUSION_SHAPES, N_FEATURES, Stream, fusion_spec
 
-from app.routers import trials
+from app.http.routers import trials
 from models.inputs.space import InputSpace
 
 ITEMS = 100  # items per fusion batch

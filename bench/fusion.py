@@ -743,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "COMMITTEE_KEY_PREFIX": "bench",
                 "COMMITTEE_LOG_LEVEL": "warning",
             }
-            target = ["app.main:create_app", "--factory", "--timeout-keep-alive", KEEP_ALIVE]
+            target = ["app.http.main:create_app", "--factory", "--timeout-keep-alive", KEEP_ALIVE]
             server = uvicorn("service", target, env, tmp, lambda h: h.get("/readyz").is_success)
             url = stack.enter_context(server).url
         poll_labels = QUICK_POLL_LABELS if args.quick else POLL_LABELS

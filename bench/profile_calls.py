@@ -1,6 +1,6 @@
 """Where a fusion trial call's server CPU goes: the service beside its edge, sampled inside.
 
-The service (``app.main:create_app`` over a private append-only Redis) and the edge peer of
+The service (``app.http.main:create_app`` over a private append-only Redis) and the edge peer of
 ``bench/service.py`` (``bench/_service_edge.py``: the service's own middleware and a
 dispatcher that parses each body with orjson and answers) each run under uvicorn with a
 CPU-time stack sampler installed (``bench/_sampled.py``, ``bench/_sampler.py``). The load
@@ -15,9 +15,9 @@ is split by the samples into what the frames do:
   limits, the guard, the trial calls' fast path or the edge's dispatcher), with the
   answer's JSON and its writing; the edge's parse of the body is here too (charged to
   the dispatcher's next call: see ``bench/_sampler.py``);
-* ``read``: the service reading the body (``app/bodies.py``, the handlers' reader);
+* ``read``: the service reading the body (``app/http/bodies.py``, the handlers' reader);
 * ``call``: the handlers and the trial logic around the model (ids, answers, retries);
-* ``gather``: gathering a model's concurrent calls into one (``app/gather.py``);
+* ``gather``: gathering a model's concurrent calls into one (``app/service/gather.py``);
 * ``encode``: the votes as an instance (``models/inputs``, ``models/core/instance.py``);
 * ``stored``: the instance's stored bytes (``storage/codec.py``);
 * ``model``: the learner and the model's state in memory (predicting, learning, replay);
@@ -93,17 +93,17 @@ _ENCODE = frozenset({"encode", "encode_each", "_active"})
 # (part, path prefix, functions or None for any), tried in order on each frame, innermost
 # first; a frame none names (numpy, numba, the standard library) passes to its caller
 RULES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
-    ("keep", "app/live.py", _KEPT),
-    ("encode", "app/live.py", _ENCODE),
-    ("model", "app/live.py", None),
-    ("read", "app/bodies.py", None),
-    ("read", "app/routers/trials.py", frozenset({"_read", "_read_batch", "_instance"})),
-    ("call", "app/routers/", None),
-    ("call", "app/trials.py", None),
-    ("gather", "app/gather.py", None),
+    ("keep", "app/service/live_model.py", _KEPT),
+    ("encode", "app/service/live_model.py", _ENCODE),
+    ("model", "app/service/live_model.py", None),
+    ("read", "app/http/bodies.py", None),
+    ("read", "app/http/routers/trials.py", frozenset({"_read", "_read_batch", "_instance"})),
+    ("call", "app/http/routers/", None),
+    ("call", "app/service/trial_calls.py", None),
+    ("gather", "app/service/gather.py", None),
     ("stored", "storage/codec.py", None),
     ("redis", "storage/", None),
-    ("redis", "app/replicas.py", None),
+    ("redis", "app/service/replicas.py", None),
     ("redis", "hiredis/", None),
     ("http", "app/", None),
     ("http", "bench/_service_edge.py", None),

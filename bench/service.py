@@ -1,7 +1,7 @@
 """The HTTP service under load, beside an empty FastAPI endpoint measured in the same run.
 
 Two uvicorn servers run side by side, each one worker process with uvloop and httptools
-at log level warning: the service (``app.main:create_app`` over a private append-only
+at log level warning: the service (``app.http.main:create_app`` over a private append-only
 Redis in a temporary directory) and its peer, an empty FastAPI app whose one ``POST``
 endpoint parses a two-field pydantic body and returns a small object
 (``bench/_service_peer.py``). One load generator (``bench/_service_load.py``) runs in a
@@ -236,8 +236,10 @@ def uvicorn(
 def service_server(
     name: str, env: dict[str, str], logs: Path, module: str = "uvicorn"
 ) -> AbstractContextManager[Server]:
-    """The service (``app.main:create_app``), ready once ``/readyz`` says so."""
-    return uvicorn(name, ["app.main:create_app", "--factory"], env, logs, _ready, module=module)
+    """The service (``app.http.main:create_app``), ready once ``/readyz`` says so."""
+    return uvicorn(
+        name, ["app.http.main:create_app", "--factory"], env, logs, _ready, module=module
+    )
 
 
 def edge_server(

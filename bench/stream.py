@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
         redis = stack.enter_context(EmbeddedRedis(tmp / "redis"))
         env = {"COMMITTEE_REDIS_URL": redis.url, "COMMITTEE_LOG_LEVEL": "warning"}
-        target = ["app.main:create_app", "--factory"]
+        target = ["app.http.main:create_app", "--factory"]
         server = stack.enter_context(
             uvicorn("app", target, env, tmp, lambda h: h.get("/readyz").status_code == 200)
         )

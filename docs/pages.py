@@ -9,8 +9,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from app.config import Settings
-from app.main import create_app
+from app.core.settings import Settings
+from app.http.main import create_app
 from models.registry import KINDS, describe
 
 

@@ -2,7 +2,7 @@
 
 A key's secret is never stored: only its SHA-256 digest, beside the key's id, scope,
 tenancy glob, name and limits. Every change bumps a version counter that each worker polls
-(:class:`app.auth.Keyring`), so a new or revoked key is seen on every worker and host at
+(:class:`app.service.access.Keyring`), so a new or revoked key is seen on every worker and host at
 once. The key records, the version, the ownership of models and the audit stream share the
 hash tag ``{auth}`` (one slot in a Redis Cluster); each key's rate buckets have their own.
 """

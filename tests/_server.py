@@ -9,8 +9,8 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
-from app.config import Settings
-from app.main import create_app
+from app.core.settings import Settings
+from app.http.main import create_app
 
 __all__ = ["ServerThread", "free_port"]
 

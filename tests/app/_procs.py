@@ -25,7 +25,7 @@ import httpx
 import numpy as np
 import orjson
 
-from app.live import LiveModel
+from app.service.live_model import LiveModel
 from storage.cluster_server import sync_client
 from storage.codec import decode_entry, encode_instance
 from storage.keys import Keys
@@ -79,7 +79,7 @@ class Service:
         self.port = free_port()
         self.workers = workers
         self.log_path = log_dir / f"serve-{self.port}.log"
-        command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1"]
+        command = [sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--workers", str(workers)]
         command += ["--log-level", log_level]
         if redis_url is not None:

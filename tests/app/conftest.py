@@ -9,7 +9,7 @@ import httpx
 import pytest
 from _server import ServerThread
 
-from app.config import Settings
+from app.core.settings import Settings
 from models.warm import warm_kernels
 
 

@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from app.live import build_model
+from app.service.live_model import build_model
 from models.inputs.datasets import MajorityProblem
 
 FUSION = {

@@ -11,7 +11,7 @@ import pytest
 from _server import ServerThread
 from fastapi import FastAPI
 
-from app.config import Settings
+from app.core.settings import Settings
 
 if "telemetry" not in inspect.signature(FastAPI).parameters:
     pytest.skip(

@@ -14,8 +14,8 @@ import numpy as np
 import orjson
 from _procs import Service, sync_client
 
-from app.config import Settings
-from app.live import LiveModel
+from app.core.settings import Settings
+from app.service.live_model import LiveModel
 from storage.codec import decode_entry
 from storage.keys import Keys
 

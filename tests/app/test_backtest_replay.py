@@ -10,8 +10,8 @@ import numpy as np
 import orjson
 import pytest
 
-from app.backtest import Replay, Run
-from app.live import LiveModel
+from app.service.live_model import LiveModel
+from app.service.replay import Replay, Run
 from storage.codec import encode_instance
 
 LABELS = ["a", "b", "c"]

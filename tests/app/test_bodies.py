@@ -1,5 +1,5 @@
-"""A trial's body read by the compiled pass (:func:`app.bodies.read_trial`), its instance
-of experts or of features kept as text, is the body :class:`app.bodies.Body` reads, or is
+"""A trial's body read by the compiled pass (:func:`app.http.bodies.read_trial`), its instance
+of experts or of features kept as text, is the body :class:`app.http.bodies.Body` reads, or is
 left to it."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from fastapi.exceptions import RequestValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app import bodies
-from app.bodies import _alike
-from app.errors import BadInput, TrialNotFound
-from app.routers import stream
-from app.routers.trials import (
+from app.core.errors import BadInput, TrialNotFound
+from app.http import bodies
+from app.http.bodies import _alike
+from app.http.error_status import item_error
+from app.http.routers import stream
+from app.http.routers.trials import (
     _BATCH_TOP,
     _PREDICT_BATCH_TOP,
     LEARN_BATCH,
@@ -27,8 +28,7 @@ from app.routers.trials import (
     _many,
     _read_batch,
 )
-from app.status import item_error
-from app.trials import Judgement
+from app.service.trial_calls import Judgement
 from models.inputs.batch import RawExperts, RawFeatures
 from models.kernels.jsontext import batch_members
 

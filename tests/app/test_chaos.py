@@ -31,8 +31,8 @@ from _chaos import GRAVE_FILL, Load, Sent, check_service
 from _procs import Service, majority_model
 from _proxy import ProxiedRedis
 
-from app.live import build_model
-from app.service import request_digest
+from app.service.live_model import build_model
+from app.service.model_service import request_digest
 from storage.client import close, connect
 from storage.codec import encode_instance
 from storage.keys import Keys, Registry

@@ -7,7 +7,7 @@ import sys
 
 def test_demo_streams_the_majority_problem_and_reports_errors():
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "demo", "--trials", "600", "--test", "500"],
+        [sys.executable, "-m", "app.cli.main", "demo", "--trials", "600", "--test", "500"],
         capture_output=True,
         text=True,
         check=True,

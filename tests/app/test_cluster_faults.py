@@ -30,7 +30,7 @@ from _procs import (
 from _server import ServerThread
 from _workers import from_each_worker
 
-from app.config import Settings
+from app.core.settings import Settings
 from storage.cluster_server import LocalSentinel, RedisCluster
 from storage.keys import Keys
 from storage.topology import SentinelConnection, parse_topology

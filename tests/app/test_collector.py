@@ -12,8 +12,8 @@ import httpx
 import pytest
 from _server import ServerThread
 
-from app import collector
-from app.config import Settings
+from app.core import collector
+from app.core.settings import Settings
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from test_dashboard import expected, settled, shown
 
-from app.config import Settings
+from app.core.settings import Settings
 
 EVERY_MS = 200
 NAME = "secret-model"

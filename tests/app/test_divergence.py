@@ -23,8 +23,8 @@ import pytest
 from _procs import assert_same_state, replay
 from _proxy import Proxy
 
-from app.config import Settings
-from app.service import ModelService
+from app.core.settings import Settings
+from app.service.model_service import ModelService
 from storage.client import close, connect
 from storage.cluster_server import LocalSentinel, sync_client
 from storage.errors import Unavailable

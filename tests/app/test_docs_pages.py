@@ -15,7 +15,7 @@ from _browser import chromium, wait_for
 from _server import ServerThread
 from selenium import webdriver
 
-from app.config import Settings
+from app.core.settings import Settings
 
 # each request a page's policy blocked, recorded from the start of every page (such a
 # request never left, though the browser may still time it as a resource); what the

@@ -10,11 +10,11 @@ import httpx
 import orjson
 import pytest
 
-from app import bodies
-from app.config import Settings
-from app.fastpath import TrialFastPath
-from app.main import create_app
-from app.routers import stats, trials
+from app.core.settings import Settings
+from app.http import bodies
+from app.http.fastpath import TrialFastPath
+from app.http.main import create_app
+from app.http.routers import stats, trials
 
 FUSION = {
     "labels": ["cat", "dog"],

@@ -13,7 +13,7 @@ import pytest
 from _procs import assert_same_state, replay
 from redis import Redis
 
-from app.config import Settings
+from app.core.settings import Settings
 from models.inputs.space import InputSpace
 from models.registry import build
 from storage.codec import decode_entry

@@ -1,4 +1,4 @@
-"""Single-trial calls of a busy model gathered into batch calls (app.gather), alone and
+"""Single-trial calls of a busy model gathered into batch calls (app.service.gather), alone and
 through the service over HTTP: fewer script calls than requests, the same answers."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import redis
 from _server import ServerThread
 
-from app.config import Settings
-from app.gather import Gather
+from app.core.settings import Settings
+from app.service.gather import Gather
 from storage.cluster_server import sync_client
 
 pytestmark = pytest.mark.anyio

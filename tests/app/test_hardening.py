@@ -17,7 +17,7 @@ import orjson
 import pytest
 import websockets
 
-from app.config import Settings
+from app.core.settings import Settings
 from models.core.learner import UpdateRefused
 from models.registry import build
 from storage.cluster_server import sync_client

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import cli
-from app.config import Settings
+from app.cli import main as cli
+from app.core.settings import Settings
 from storage.server import EmbeddedRedis
 
 

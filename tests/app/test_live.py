@@ -8,8 +8,8 @@ import numpy as np
 import orjson
 import pytest
 
-from app import live
-from app.live import LiveModel
+from app.service import live_model
+from app.service.live_model import LiveModel
 from models.inputs.batch import RawExperts
 from storage.codec import encode_instance
 from storage.repository import Sync
@@ -34,7 +34,7 @@ def test_outcomes_are_sent_once_and_again_when_unacknowledged(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [100.0]
-    monkeypatch.setattr(live.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(live_model.time, "monotonic", lambda: now[0])
     m = LiveModel("m", "inc", CONFIG)
     x = m.encode({"features": [1, 0, 1, 0]})
     m.apply_own(1, [(x, 0), (x, 1), (x, 0)])
@@ -45,7 +45,7 @@ def test_outcomes_are_sent_once_and_again_when_unacknowledged(
     m.acknowledge(Sync(version=4, folded=2, entries=[]))
     assert sorted(m.unfolded) == [3, 4]
     assert payload(m) == []
-    now[0] += live.RESEND + 0.1  # still not folded a while later: send again
+    now[0] += live_model.RESEND + 0.1  # still not folded a while later: send again
     assert payload(m) == [3, 4]
     m.acknowledge(Sync(version=4, folded=4, entries=[]))
     assert m.unfolded == {} and payload(m) == []
@@ -57,7 +57,7 @@ def test_outcomes_sent_up_to_a_version_leave_the_rest_to_send(
     """A snapshot reports the outcomes up to its state's version only; those after it are
     sent by the next call, and one that finds nothing to send marks nothing as sent."""
     now = [100.0]
-    monkeypatch.setattr(live.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(live_model.time, "monotonic", lambda: now[0])
     m = LiveModel("m", "inc", CONFIG)
     x = m.encode({"features": [1, 0, 1, 0]})
     m.apply_own(1, [(x, 0), (x, 1), (x, 0), (x, 1)])
@@ -68,7 +68,7 @@ def test_outcomes_sent_up_to_a_version_leave_the_rest_to_send(
     m.acknowledge(Sync(version=4, folded=2, entries=[]))
     # not folded a while later: a snapshot at 2 sends none, and leaves the resend of 3
     # and 4 to the next call
-    now[0] += live.RESEND + 0.1
+    now[0] += live_model.RESEND + 0.1
     assert payload(m, upto=2) == []
     assert payload(m) == [3, 4]
 
@@ -77,7 +77,7 @@ def test_outcomes_redis_ignored_are_sent_again_at_once(monkeypatch: pytest.Monke
     """A reply that says the call's outcomes were not folded (those before them were
     not yet) has the next call send again from the first unfolded, without waiting for
     the resend; a reply that does not say so leaves what is in flight alone."""
-    monkeypatch.setattr(live.time, "monotonic", lambda: 100.0)
+    monkeypatch.setattr(live_model.time, "monotonic", lambda: 100.0)
     m = LiveModel("m", "inc", CONFIG)
     x = m.encode({"features": [1, 0, 1, 0]})
     m.apply_own(1, [(x, 0), (x, 1), (x, 0)])
@@ -176,7 +176,7 @@ def test_own_labels_replay_as_their_entries_in_the_log_do() -> None:
     before = orjson.dumps(own.learner.export_state())
     own.apply_labels(3, items, "abc")  # applied already: nothing again
     assert own.version == 7 and orjson.dumps(own.learner.export_state()) == before
-    with pytest.raises(live.LogGap):  # after a gap: the log is read first
+    with pytest.raises(live_model.LogGap):  # after a gap: the log is read first
         own.apply_labels(9, items[:1], "abd")
 
 
@@ -187,12 +187,12 @@ def test_a_run_learned_in_one_compiled_call_keeps_the_outcomes_one_by_one_keeps(
     """Own learn entries replayed in one compiled call record what replaying them one by
     one records: each outcome by seq (only the last RECENT kept) and those not yet
     folded for the next fold."""
-    monkeypatch.setattr(live, "RECENT", 20)
+    monkeypatch.setattr(live_model, "RECENT", 20)
     rng = np.random.default_rng(folded)
     together, alone = LiveModel("m", "inc", CONFIG), LiveModel("m", "inc", CONFIG)
     items = [
         (together.encode({"features": rng.integers(0, 2, 4).tolist()}), int(rng.integers(2)))
-        for _ in range(3 * live.BATCH_REPLAY)
+        for _ in range(3 * live_model.BATCH_REPLAY)
     ]
     items = [(x, y) for x, y in items if x.indices.size]
     for m in (together, alone):
@@ -215,11 +215,11 @@ def _arrays(x: Any) -> list[np.ndarray]:
 
 
 def test_kept_instances_are_taken_once_and_the_oldest_go_first() -> None:
-    xs = [live.Attributes([0, t + 1], [1.0, 0.5]) for t in range(3)]
+    xs = [live_model.Attributes([0, t + 1], [1.0, 0.5]) for t in range(3)]
     assert all(a.base is None for x in xs for a in _arrays(x))  # arrays of their own
     data = [bytes([t]) * 32 for t in range(3)]  # as if each were stored so
-    cost = len(data[0]) + live.KEPT_ENTRY + sum(a.nbytes for a in _arrays(xs[0]))
-    kept = live.Kept(most=2 * cost)
+    cost = len(data[0]) + live_model.KEPT_ENTRY + sum(a.nbytes for a in _arrays(xs[0]))
+    kept = live_model.Kept(most=2 * cost)
     for d, x in zip(data, xs, strict=True):
         kept.put(d, x)
     assert len(kept) == 2 and kept.take(data[0]) is None  # the oldest made room
@@ -240,7 +240,7 @@ def _group(kind: str) -> tuple[LiveModel, list[Any], Any]:
         return m, many, m.encode({"experts": {"e0": "a"}})
     m = LiveModel("m", "inc", CONFIG)
     many = m.encode_each([{"features": [t % 2, 1, (t // 2) % 2, 0.5]} for t in range(50)])
-    return m, many, live.Attributes([0, 3], [1.0, 0.25])
+    return m, many, live_model.Attributes([0, 3], [1.0, 0.25])
 
 
 @pytest.mark.parametrize("kind", ["experts", "attributes"])
@@ -252,18 +252,18 @@ def test_a_batch_is_counted_while_any_of_its_instances_is_kept(kind: str) -> Non
     _, many, _ = _group(kind)
     assert all(a.base is not None for x in many for a in _arrays(x))
     data = [b"%d" % t * 20 for t in range(len(many))]
-    entries = sum(len(d) + live.KEPT_ENTRY for d in data)
-    kept = live.Kept(1 << 30)
+    entries = sum(len(d) + live_model.KEPT_ENTRY for d in data)
+    kept = live_model.Kept(1 << 30)
     for d, x in zip(data, many, strict=True):
         kept.put(d, x)
     shared = kept.held - entries  # the batch's arrays
     assert shared >= sum(a.nbytes for x in many for a in _arrays(x))
     for d, x in zip(data[:-1], many[:-1], strict=True):
         assert kept.take(d) is x  # the instance itself, not a copy
-    assert kept.held == len(data[-1]) + live.KEPT_ENTRY + shared
+    assert kept.held == len(data[-1]) + live_model.KEPT_ENTRY + shared
     assert kept.take(data[-1]) is many[-1] and kept.held == 0
     # room for one batch: a second one's instances push the first's out, all of them
-    kept = live.Kept(entries + shared)
+    kept = live_model.Kept(entries + shared)
     _, newer, _ = _group(kind)
     for d, x in zip(data, many, strict=True):
         kept.put(d, x)
@@ -284,7 +284,7 @@ def test_instances_put_together_are_counted_as_put_one_by_one(kind: str) -> None
     _, newer, _ = _group(kind)
     xs = [x for pair in zip(many, newer, strict=True) for x in pair] + [alone]
     data = [b"%d." % t * 8 for t in range(len(xs))]
-    apart, together = live.Kept(1 << 30), live.Kept(1 << 30)
+    apart, together = live_model.Kept(1 << 30), live_model.Kept(1 << 30)
     for d, x in zip(data, xs, strict=True):
         apart.put(d, x)
     together.put_many(zip(data, xs, strict=True))
@@ -304,11 +304,11 @@ def test_a_group_larger_than_the_bound_keeps_its_newest_as_one_by_one_would(kind
     instance is taken."""
     _, many, _ = _group(kind)
     data = [b"%03d" % t * 8 for t in range(len(many))]  # all as long
-    probe = live.Kept(1 << 30)
+    probe = live_model.Kept(1 << 30)
     probe.put(data[0], many[0])
-    shared = probe.held - len(data[0]) - live.KEPT_ENTRY
-    most = shared + 10 * (len(data[0]) + live.KEPT_ENTRY)  # the arrays and ten entries
-    apart, together = live.Kept(most), live.Kept(most)
+    shared = probe.held - len(data[0]) - live_model.KEPT_ENTRY
+    most = shared + 10 * (len(data[0]) + live_model.KEPT_ENTRY)  # the arrays and ten entries
+    apart, together = live_model.Kept(most), live_model.Kept(most)
     for d, x in zip(data, many, strict=True):
         apart.put(d, x)
     together.put_many(zip(data, many, strict=True))
@@ -323,12 +323,12 @@ def test_a_group_larger_than_the_bound_keeps_its_newest_as_one_by_one_would(kind
     # itself; the next are counted with the arrays again
     sizes = [24, 24, most - shared + 8, 24, 24, 24]
     data = [bytes([t]) * n for t, n in enumerate(sizes)]
-    apart, together = live.Kept(most), live.Kept(most)
+    apart, together = live_model.Kept(most), live_model.Kept(most)
     for d, x in zip(data, many, strict=False):
         apart.put(d, x)
     together.put_many(zip(data, many, strict=False))
     assert len(together) == len(apart) == 3
-    assert together.held == apart.held == shared + 3 * (24 + live.KEPT_ENTRY)
+    assert together.held == apart.held == shared + 3 * (24 + live_model.KEPT_ENTRY)
 
 
 @pytest.mark.parametrize("kind", ["experts", "attributes"])
@@ -340,7 +340,7 @@ def test_an_instance_whose_batch_would_not_fit_is_kept_over_arrays_of_its_own(ki
     slots = [n for n in x.__slots__ if isinstance(getattr(x, n), np.ndarray)]
     assert all(getattr(x, n).base is not None for n in slots)
     own = sum(a.nbytes for a in _arrays(x))
-    kept = live.Kept(len(b"seven") + live.KEPT_ENTRY + own)
+    kept = live_model.Kept(len(b"seven") + live_model.KEPT_ENTRY + own)
     kept.put(b"seven", x)
     assert kept.held == kept.most
     got = kept.take(b"seven")
@@ -358,7 +358,7 @@ def test_an_instance_whose_batch_would_not_fit_is_kept_over_arrays_of_its_own(ki
         assert not a.flags.writeable
         assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
     assert all(getattr(alone, n).base is None for n in slots)  # arrays of its own:
-    kept = live.Kept(1 << 20)
+    kept = live_model.Kept(1 << 20)
     kept.put(b"alone", alone)  # held as it is
     assert kept.take(b"alone") is alone and kept.held == 0
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.logs import JsonFormatter, log_config
+from app.core.logs import JsonFormatter, log_config
 
 
 def test_json_lines_carry_extras_and_access_fields() -> None:

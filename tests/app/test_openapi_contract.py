@@ -4,7 +4,7 @@ document with requests it generates from it and runs every check it has.
 Requests that fit the schema must be accepted, those that do not refused; every answer's
 status, content type, body and headers must be documented; no answer may be a server
 error; an undocumented method must be a 405 whose ``Allow`` names the path's methods.
-The example model of the document (:data:`app.schemas.EXAMPLE_MODEL`) exists while the
+The example model of the document (:data:`app.http.schemas.EXAMPLE_MODEL`) exists while the
 operations run, so the examples and generated requests naming it reach a real model.
 """
 
@@ -19,8 +19,8 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from app.config import Settings
-from app.schemas import EXAMPLE_MODEL
+from app.core.settings import Settings
+from app.http.schemas import EXAMPLE_MODEL
 
 # What a request that fits the schema may still be answered, beyond 2xx, by operation.
 # Each 404 and 409 is a fact about the data (no such model or trial; a name, trial or

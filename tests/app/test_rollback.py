@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 from _procs import assert_same_state, replay
 
-from app.config import Settings
+from app.core.settings import Settings
 from models.core.learner import CONTEXT_PARAMS
 from models.registry import build
 

@@ -11,7 +11,7 @@ from _server import ServerThread
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from app.config import Settings
+from app.core.settings import Settings
 
 MODEL = {
     "labels": ["a", "b"],

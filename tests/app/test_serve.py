@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import redis
 
-from app import cli, serve
+from app.cli import main as cli
+from app.cli import serve
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_serve_starts_a_private_redis_and_stops_it(
     assert cli.main(["serve", "--data-dir", str(tmp_path), "--port", "9001", "--workers", "3"]) == 0
     [run] = runs
     url = f"unix://{tmp_path / 'redis.sock'}"
-    assert run["app"] == "app.main:create_app" and run["factory"] is True
+    assert run["app"] == "app.http.main:create_app" and run["factory"] is True
     assert (run["host"], run["port"], run["workers"]) == ("127.0.0.1", 9001, 3)
     assert run["ping"] is True
     assert run["env"]["COMMITTEE_REDIS_URL"] == url

@@ -55,7 +55,7 @@ def test_https_service_over_a_tls_redis(tmp_path: Path) -> None:
 
 def test_a_certificate_without_its_key_is_refused(tmp_path: Path) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "app.cli", "serve", "--tls-cert", str(tmp_path / "c.pem")],
+        [sys.executable, "-m", "app.cli.main", "serve", "--tls-cert", str(tmp_path / "c.pem")],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app import replicas
-from app.config import Settings
-from app.errors import TrialConflict
-from app.service import ModelService
+from app.core.errors import TrialConflict
+from app.core.settings import Settings
+from app.service import replicas
+from app.service.model_service import ModelService
 from storage.client import close, connect
 from storage.repository import ModelStore
 

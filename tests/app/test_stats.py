@@ -131,7 +131,7 @@ def test_stats_fold_what_a_dead_worker_left(
     """Trials appended by a worker that died before folding them get counted anyway."""
     import asyncio
 
-    from app.live import LiveModel
+    from app.service.live_model import LiveModel
     from storage.client import close, connect
     from storage.codec import encode_instance
     from storage.repository import LearnGroup, ModelStore

@@ -15,8 +15,8 @@ import pytest
 from _procs import sync_client
 from _server import ServerThread
 
-from app import auth, replicas, service
-from app.config import Settings
+from app.core.settings import Settings
+from app.service import access, model_service, replicas
 from storage.keys import Keys
 
 
@@ -44,7 +44,7 @@ def test_a_worker_stops_while_its_key_watch_reads_redis_back_to_back(
 ) -> None:
     """With no pause between its reads of the key table's version, a stopping worker
     meets the watch in the middle of a read each time."""
-    monkeypatch.setattr(auth, "REFRESH", 0.0)
+    monkeypatch.setattr(access, "REFRESH", 0.0)
     _stops_cleanly(redis_url, redis_prefix, caplog)
 
 
@@ -55,7 +55,7 @@ def test_a_worker_stops_while_its_sweep_reads_redis_back_to_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Likewise the sweep of deleted models' trials, with no pause between its rounds."""
-    monkeypatch.setattr(service, "SWEEP_EVERY", 0.0)
+    monkeypatch.setattr(model_service, "SWEEP_EVERY", 0.0)
     _stops_cleanly(redis_url, redis_prefix, caplog)
 
 

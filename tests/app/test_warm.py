@@ -25,13 +25,13 @@ import orjson
 from _procs import Service
 from numba.core.dispatcher import Dispatcher
 
-from app.budget import Limits
-from app.config import Settings
-from app.live import LiveModel
-from app.main import create_app
-from app.routers.health import WARMING
-from app.summary import summarize
-from app.warm import Warmup
+from app.core.settings import Settings
+from app.http.main import create_app
+from app.http.routers.health import WARMING
+from app.service.budget import Limits
+from app.service.live_model import LiveModel
+from app.service.summary import summarize
+from app.service.warmup import Warmup
 from models.inputs.batch import RawExperts, RawFeatures
 from models.registry import KINDS
 from models.warm import warm_kernels
@@ -207,7 +207,7 @@ def test_after_the_warm_up_the_first_requests_compile_no_kernel():
 def test_committee_warm_prints_every_kinds_seconds():
     """What the Dockerfile runs at build time (here it mostly loads the cached kernels)."""
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "warm"],
+        [sys.executable, "-m", "app.cli.main", "warm"],
         capture_output=True,
         text=True,
         check=True,

@@ -27,16 +27,37 @@ def stack(*frames: str) -> str:
         # compiled code is charged to the next Python call: numba's own frames pass to
         # the caller that named the kernel
         (
-            ["_read (app/routers/trials.py:90)", "_numba_unpickle (numba/core/serialize.py:30)"],
+            [
+                "_read (app/http/routers/trials.py:90)",
+                "_numba_unpickle (numba/core/serialize.py:30)",
+            ],
             "read",
         ),
-        (["predict_one (app/routers/trials.py:122)"], "call"),
-        (["encode_each (app/live.py:411)", "rows (models/core/instance.py:457)"], "encode"),
-        (["predict (app/trials.py:238)", "put_many (app/live.py:139)"], "keep"),
-        (["predict_many (app/live.py:440)", "cumsum (numpy/_core/fromnumeric.py:2914)"], "model"),
+        (["predict_one (app/http/routers/trials.py:122)"], "call"),
+        (
+            ["encode_each (app/service/live_model.py:411)", "rows (models/core/instance.py:457)"],
+            "encode",
+        ),
+        (
+            [
+                "predict (app/service/trial_calls.py:238)",
+                "put_many (app/service/live_model.py:139)",
+            ],
+            "keep",
+        ),
+        (
+            [
+                "predict_many (app/service/live_model.py:440)",
+                "cumsum (numpy/_core/fromnumeric.py:2914)",
+            ],
+            "model",
+        ),
         (["_run (storage/repository.py:464)", "script (storage/resp.py:258)"], "redis"),
-        (["predict (app/trials.py:199)", "encode_instance (storage/codec.py:59)"], "stored"),
-        (["__call__ (app/gather.py:56)"], "gather"),
+        (
+            ["predict (app/service/trial_calls.py:199)", "encode_instance (storage/codec.py:59)"],
+            "stored",
+        ),
+        (["__call__ (app/service/gather.py:56)"], "gather"),
         (["run_asgi (uvicorn/protocols/http/httptools_impl.py:422)"], "http"),
         (["__call__ (bench/_service_edge.py:110)", "_send (bench/_service_edge.py:125)"], "http"),
         (["_run_once (asyncio/base_events.py:1906)"], "loop"),

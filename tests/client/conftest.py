@@ -14,7 +14,7 @@ import pytest
 from _clientkit import FAST, MAX_BODY
 from _server import ServerThread
 
-from app.config import Settings
+from app.core.settings import Settings
 from committee_client import Client
 from storage.server import EmbeddedRedis
 

@@ -29,7 +29,7 @@ from models.voting.vcombine import VCombine, VotingHypothesis
 
 def _cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", "experiment", *args],
+        [sys.executable, "-m", "app.cli.main", "experiment", *args],
         capture_output=True,
         text=True,
         check=True,

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.config import Settings
-from app.main import create_app
+from app.core.settings import Settings
+from app.http.main import create_app
 from models.registry import KINDS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -1,0 +1,91 @@
+"""The ``committee`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numba
+import numpy as np
+
+from app.cli import keys, serve
+from experiments import cli as experiments
+from models.inputs.datasets import MajorityProblem
+from models.registry import build
+from models.warm import warm_kernels
+
+DEMO_LEARNERS: dict[str, dict[str, Any]] = {
+    "committee": {"kind": "committee", "alpha": 1.2},
+    "balanced-winnow": {"kind": "subexpert", "learner": {"kind": "balanced-winnow", "alpha": 1.1}},
+    "perceptron": {"kind": "subexpert", "learner": {"kind": "perceptron"}},
+    "alma(3)": {"kind": "subexpert", "learner": {"kind": "alma", "p": 3.0}},
+    "weighted-majority": {"kind": "weighted-majority", "beta": 0.5, "update": "on_mistake"},
+    "vr-combine": {"kind": "vr-combine"},
+}
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Stream S4's majority problem through several learners and print their mistakes."""
+    problem = MajorityProblem(n=20, r=10, k=5, noise=args.noise)
+    rng = np.random.default_rng(args.seed)
+    xs, ys, _ = problem.sample(args.trials, rng)
+    labels = list(range(problem.k))
+    learners = {
+        name: build(spec, labels=labels, size=problem.n_experts)
+        for name, spec in DEMO_LEARNERS.items()
+    }
+    every = max(1, args.trials // 10)
+    print(
+        f"majority problem: n={problem.n} r={problem.r} k={problem.k} noise={args.noise}, "
+        f"cumulative mistakes"
+    )
+    print(f"{'trial':>7} " + " ".join(f"{name:>18}" for name in learners))
+    for t, (x, y) in enumerate(zip(xs, ys, strict=True), start=1):
+        for learner in learners.values():
+            learner.learn(x, int(y))
+        if t % every == 0 or t == args.trials:
+            print(f"{t:>7} " + " ".join(f"{lr.mistakes_:>18}" for lr in learners.values()))
+    test_x, test_y, _ = problem.sample(args.test, rng)
+    errors = {
+        name: float(np.mean([lr.predict(x) != y for x, y in zip(test_x, test_y, strict=True)]))
+        for name, lr in learners.items()
+    }
+    print("final-hypothesis error on fresh instances (optimal = noise rate):")
+    print(json.dumps(errors, indent=2))
+    return 0
+
+
+def warm(args: argparse.Namespace) -> int:
+    """Compile every learner kind's kernels into numba's on-disk cache; print the time each took."""
+    cache = numba.config.CACHE_DIR  # type: ignore[attr-defined]
+    print(f"numba cache: {cache or 'numba default (beside the sources)'}")
+    seconds = warm_kernels()
+    for kind, s in seconds.items():
+        print(f"  {kind:<20} {s:>7.2f} s")
+    print(f"  {'total':<20} {sum(seconds.values()):>7.2f} s")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="committee", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="stream the majority problem through the learners")
+    p.add_argument("--trials", type=int, default=5000)
+    p.add_argument("--test", type=int, default=5000)
+    p.add_argument("--noise", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=demo)
+    p = sub.add_parser("warm", help="compile the learners' kernels into the on-disk cache")
+    p.set_defaults(func=warm)
+    experiments.add_parser(sub)
+    serve.add_parser(sub)
+    keys.add_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

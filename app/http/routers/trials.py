@@ -1,0 +1,259 @@
+"""Trials: predict now, label later (exactly once), or learn with a known label.
+
+Each call is a plain function from (trial calls, model name, raw body) to the answer's
+document; the routes below declare them for OpenAPI and serve them, and
+:mod:`app.http.fastpath` serves the same functions ahead of the router, since they run
+thousands of times a second. Each reads its body with its one definition in
+:mod:`app.http.bodies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from app.core.errors import BadInput
+from app.http import bodies
+from app.http.bodies import Body
+from app.http.deps import IdempotencyKeyParam, NameParam
+from app.http.error_status import item_error
+from app.http.routers.common import answer, body, check_name, idempotency
+from app.http.schemas import BatchPublic, LabelPublic, LearnPublic, PredictPublic
+from app.service.trial_calls import Judgement, TrialCalls
+
+router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
+# what a key's rate limit runs with a call's item count, before the items are applied
+Admit = Callable[[int], Awaitable[None]] | None
+# (trial calls, model name, raw body, Idempotency-Key header or None, admit) -> the answer
+Handler = Callable[[TrialCalls, str, bytes, str | None, Admit], Awaitable[dict[str, Any]]]
+Results = list[dict[str, Any] | Exception]
+
+
+def _one(results: Results) -> dict[str, Any]:
+    r = results[0]
+    if isinstance(r, Exception):
+        raise r
+    return r
+
+
+def _many(results: Results) -> dict[str, Any]:
+    """``{"items": [{"result", "error"}]}``, in order; an error names its item's field.
+    A :class:`~app.service.trial_calls.Judgement` is written once, however many items share it."""
+    written: dict[int, orjson.Fragment] = {}
+    items: list[Any] = []
+    for i, r in enumerate(results):
+        if type(r) is Judgement:
+            item = written.get(id(r))
+            if item is None:
+                item = written[id(r)] = orjson.Fragment(orjson.dumps({"result": r, "error": None}))
+            items.append(item)
+        elif isinstance(r, Exception):
+            items.append({"result": None, "error": item_error(r, f"items.{i}.")})
+        else:
+            items.append({"result": r, "error": None})
+    return {"items": items}
+
+
+async def _limit(calls: TrialCalls, n: int, admit: Admit) -> None:
+    most = calls.settings.max_batch_items
+    if n > most:
+        raise BadInput("items", f"{n} items: expected at most {most}")
+    if admit is not None:
+        await admit(n)
+
+
+PREDICT = Body(bodies.PredictCreate)
+LABEL = Body(bodies.LabelCreate)
+LEARN = Body(bodies.LearnCreate)
+PREDICT_BATCH = Body(bodies.PredictBatchCreate)
+LABEL_BATCH = Body(bodies.LabelBatchCreate)
+LEARN_BATCH = Body(bodies.LearnBatchCreate)
+
+
+def _instance(x: bodies.Instance) -> dict[str, Any]:
+    """The instance as the service takes it: without the parts given as null."""
+    features, experts = x.get("features"), x.get("experts")
+    if experts is None:
+        return {} if features is None else {"features": features}
+    return {"experts": experts} if features is None else {"features": features, "experts": experts}
+
+
+_PREDICT_FIELDS = (frozenset({"instance", "trial_id", "track"}), frozenset({"instance"}))
+_LEARN_FIELDS = (frozenset({"instance", "label"}), frozenset({"instance", "label"}))
+
+
+_BATCH_TOP = frozenset({"items"})
+_PREDICT_BATCH_TOP = frozenset({"items", "track"})
+
+
+def _read(
+    raw: bytes, body: Body[Any], fields: tuple[frozenset[str], frozenset[str]]
+) -> dict[str, Any]:
+    """A single trial's body, its instance as the payload the service takes: a fusion
+    instance read by :func:`app.http.bodies.read_trial` where it can, else by ``body``."""
+    got = bodies.read_trial(raw, *fields)
+    if got is not None:
+        return got
+    b: dict[str, Any] = dict(body.read(raw))
+    b["instance"] = _instance(b["instance"])
+    return b
+
+
+def _read_batch(
+    raw: bytes,
+    body: Body[Any],
+    fields: tuple[frozenset[str], frozenset[str]],
+    top: frozenset[str],
+    most: int,
+) -> dict[str, Any]:
+    """A batch's body as :func:`_read` reads a single trial's, each item's instance the
+    payload the service takes: its items (at most ``most``, else ``body`` answers) read by
+    :func:`app.http.bodies.read_batch` in one pass where they can be, else the whole body by
+    ``body``."""
+    got = bodies.read_batch(raw, *fields, top, most)
+    if got is not None:
+        items, extras = got
+        return {**extras, "items": items}
+    b: dict[str, Any] = dict(body.read(raw))
+    b["items"] = [{**i, "instance": _instance(i["instance"])} for i in b["items"]]
+    return b
+
+
+async def predict_one(
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
+) -> dict[str, Any]:
+    check_name(name)
+    b = _read(raw, PREDICT, _PREDICT_FIELDS)
+    await _limit(calls, 1, admit)
+    got = await calls.predict_one(
+        name, b["instance"], b.get("trial_id"), track=b.get("track", True)
+    )
+    return _one([got])
+
+
+async def label_one(
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
+) -> dict[str, Any]:
+    check_name(name)
+    b = bodies.read_label(raw) or LABEL.read(raw)
+    await _limit(calls, 1, admit)
+    return _one([await calls.label_one(name, b["trial_id"], b["label"])])
+
+
+async def learn_one(
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
+) -> dict[str, Any]:
+    check_name(name)
+    idem = idempotency(key, "learn", name, raw)
+    b = _read(raw, LEARN, _LEARN_FIELDS)
+    await _limit(calls, 1, admit)
+    return _one([await calls.learn_one(name, b["instance"], b["label"], idem)])
+
+
+async def predict_many(
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
+) -> dict[str, Any]:
+    check_name(name)
+    most = calls.settings.max_batch_items
+    b = _read_batch(raw, PREDICT_BATCH, _PREDICT_FIELDS, _PREDICT_BATCH_TOP, most)
+    await _limit(calls, len(b["items"]), admit)
+    track = b.get("track")
+    tracks = {i.get("track", True) for i in b["items"]} if track is None else {track}
+    if len(tracks) > 1:
+        raise BadInput("items", "mixed track values: expected all true or all false")
+    items = [(i["instance"], i.get("trial_id")) for i in b["items"]]
+    return _many(await calls.predict(name, items, track=tracks.pop()))
+
+
+async def label_many(
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
+) -> dict[str, Any]:
+    check_name(name)
+    b = bodies.read_labels(raw) or LABEL_BATCH.read(raw)
+    await _limit(calls, len(b["items"]), admit)
+    return _many(await calls.label(name, [(i["trial_id"], i["label"]) for i in b["items"]]))
+
+
+async def learn_many(
+    calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
+) -> dict[str, Any]:
+    check_name(name)
+    idem = idempotency(key, "learn/batch", name, raw)
+    most = calls.settings.max_batch_items
+    b = _read_batch(raw, LEARN_BATCH, _LEARN_FIELDS, _BATCH_TOP, most)
+    await _limit(calls, len(b["items"]), admit)
+    items = [(i["instance"], i["label"]) for i in b["items"]]
+    return _many(await calls.learn(name, items, idem))
+
+
+# every trial call by its path after /v1/models/{name}/
+HANDLERS: dict[str, Handler] = {
+    "predict": predict_one,
+    "label": label_one,
+    "learn": learn_one,
+    "predict/batch": predict_many,
+    "label/batch": label_many,
+    "learn/batch": learn_many,
+}
+
+
+async def _serve(request: Request, call: str) -> Response:
+    calls = request.app.state.service.trials
+    name = request.path_params["name"]
+    key = request.headers.get("idempotency-key")
+    admit = request.scope.get("committee.admit")
+    return answer(await HANDLERS[call](calls, name, await request.body(), key, admit))
+
+
+@router.post("/predict", response_model=PredictPublic, openapi_extra=body(PREDICT))
+async def predict(name: NameParam, request: Request) -> Response:
+    """Predict a label; unless ``track`` is false, keep the trial until its label comes."""
+    return await _serve(request, "predict")
+
+
+@router.post("/label", response_model=LabelPublic, openapi_extra=body(LABEL))
+async def label(name: NameParam, request: Request) -> Response:
+    """Give a predicted trial its true label: applied exactly once.
+
+    ``mistake`` compares the label with the prediction that was served. The same label
+    again returns the same answer and changes nothing; a different one is a 409; an
+    unknown or expired trial is a 404.
+    """
+    return await _serve(request, "label")
+
+
+@router.post("/learn", response_model=LearnPublic, openapi_extra=body(LEARN))
+async def learn(name: NameParam, request: Request, key: IdempotencyKeyParam = None) -> Response:
+    """One trial whose label is already known: predict, judge and learn at once."""
+    return await _serve(request, "learn")
+
+
+@router.post(
+    "/predict/batch",
+    response_model=BatchPublic[PredictPublic],
+    openapi_extra=body(PREDICT_BATCH),
+)
+async def predict_batch(name: NameParam, request: Request) -> Response:
+    """Several predictions by the same hypothesis; one result or error per item, in order."""
+    return await _serve(request, "predict/batch")
+
+
+@router.post(
+    "/label/batch", response_model=BatchPublic[LabelPublic], openapi_extra=body(LABEL_BATCH)
+)
+async def label_batch(name: NameParam, request: Request) -> Response:
+    """Several labels, applied in order as one sequence; one result or error per item."""
+    return await _serve(request, "label/batch")
+
+
+@router.post(
+    "/learn/batch", response_model=BatchPublic[LearnPublic], openapi_extra=body(LEARN_BATCH)
+)
+async def learn_batch(
+    name: NameParam, request: Request, key: IdempotencyKeyParam = None
+) -> Response:
+    """Several trials with known labels, learned in order as one sequence."""
+    return await _serve(request, "learn/batch")

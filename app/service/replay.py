@@ -1,0 +1,229 @@
+"""Backtests: candidate learners replayed over a model's own log, beside the model.
+
+A model's log holds every trial it was given, in order, and its snapshot the learner at a
+version; so the model itself can be rebuilt at any version its snapshot and log reach,
+and any other learner trained on the same trials. A backtest replays the log from
+``from_version`` to the version it started at through the model (rebuilt there) and
+through each candidate, and counts each one's mistakes on the same trials, as the model
+counted its own:
+
+* a trial learned with its label (``learn``) is judged by the prediction at replay, the
+  learner's own as it meets the trial;
+* a labelled prediction (``predict``, then ``label``) by the prediction made when it was
+  served. For the model that is the recorded one; a candidate predicts the instance at
+  the version that served it (the label entry names it), which the replay reaches before
+  the label: it reads the log ahead for that. A label whose prediction was served before
+  the replay began, or further back than the read-ahead, is judged at replay and counted
+  ``late``.
+
+Candidates start untrained at the earliest version the log reaches back to (at or before
+``from_version``), and learn the trials before ``from_version`` without counting them. A
+reset in the log (a state import or a rollback) resets the model; the candidates learn on
+through it. A change of the input (experts, features, labels) is taken by every learner;
+one that cannot take it stops there.
+
+The replay runs in a thread a chunk of log at a time, the worker serving meanwhile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.service.live_model import LiveModel
+from models.core.learner import UpdateRefused
+from storage.codec import LogEntry, decode_entry, entry_kind, parse_int, served_at
+from storage.errors import CorruptData
+from storage.repository import RawEntry
+
+__all__ = ["LOOK_AHEAD", "Replay", "Run", "seq_of"]
+
+LOOK_AHEAD = 8_192  # log entries read beyond the one replayed (see the module's text)
+
+
+def seq_of(entry_id: bytes) -> int:
+    return parse_int(entry_id.split(b"-", 1)[0], "log entry id", 1)
+
+
+@dataclass(eq=False)
+class Run:
+    """One learner's replay: the model itself (``served``: its labelled trials judged by
+    the predictions it served) or a candidate."""
+
+    learner: dict[str, Any]
+    model: LiveModel
+    served: bool = False
+    trials: int = 0
+    mistakes: int = 0
+    late: int = 0
+    curve: list[tuple[int, int]] = field(default_factory=list)
+    stopped: dict[str, Any] | None = None
+    # label entry seq -> the class this learner predicted at the version that served it
+    early: dict[int, int] = field(default_factory=dict)
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "learner": self.learner,
+            "trials": self.trials,
+            "mistakes": self.mistakes,
+            "error_rate": self.mistakes / self.trials if self.trials else None,
+            "late": self.late,
+            "curve": self.curve,
+            "stopped": self.stopped,
+        }
+
+
+class Replay:
+    """Runs replaying one stretch of a log in step, fed a chunk of entries at a time.
+
+    Every run sits at some version; the replay gives entry ``seq`` to each run at version
+    ``seq - 1`` (so a run that starts later joins there), and counts trials after
+    ``counted_from``. Curve points fall every ``every`` versions.
+    """
+
+    def __init__(
+        self, runs: list[Run], counted_from: int, to: int, points: int, look_ahead: int = LOOK_AHEAD
+    ) -> None:
+        self.runs = runs
+        self.look_ahead = look_ahead
+        self.counted_from = counted_from
+        self.to = to
+        self.at = min(r.model.version for r in runs)  # the last entry replayed
+        self.read = self.at  # the last entry taken in
+        self.ahead: deque[RawEntry] = deque()
+        # version -> the label entries whose prediction it served, read ahead of it
+        self.due: dict[int, list[RawEntry]] = {}
+        self.every = max(1, math.ceil((to - counted_from) / points))
+        self.resets: list[int] = []
+        self.decoded: dict[int, LogEntry] = {}  # label entries decoded ahead, by seq
+
+    @property
+    def done(self) -> int:
+        return self.at
+
+    def take(self, entries: list[RawEntry]) -> None:
+        """Queue the next entries of the log, in order, from just after :attr:`read`."""
+        for entry_id, fields in entries:
+            seq = seq_of(entry_id)
+            if seq != self.read + 1:
+                raise CorruptData(f"log entry {seq} read after {self.read}")
+            self.read = seq
+            self.ahead.append((entry_id, fields))
+            if entry_kind(fields) == b"l":
+                at = served_at(fields, seq)
+                if at >= self.at:  # still to come: predicted there
+                    self.due.setdefault(at, []).append((entry_id, fields))
+
+    def advance(self, final: bool) -> int | None:
+        """Replay queued entries while the read-ahead allows (all of them when ``final``:
+        the log ends there). Stops before a reset the model meets and returns its seq
+        (see :meth:`reset`); else None."""
+        while self.ahead:
+            entry_id, fields = self.ahead[0]
+            seq = seq_of(entry_id)
+            if not final and self.read - seq < self.look_ahead:
+                return None
+            for label in self.due.pop(seq - 1, ()):
+                self._predict_early(label)
+            kind = entry_kind(fields)
+            if kind == b"r" and any(r.served and r.model.version == seq - 1 for r in self.runs):
+                return seq
+            self.ahead.popleft()
+            self._apply(seq, entry_id, fields, kind)
+            self.at = seq
+        return None
+
+    def reset(self, seq: int, model: LiveModel | None) -> None:
+        """Pass the reset at ``seq`` that :meth:`advance` stopped before: the model is
+        ``model``, rebuilt just after it (None: it cannot be, and stops there)."""
+        self.ahead.popleft()
+        self.resets.append(seq)
+        for r in self._at(seq - 1):
+            if r.served:
+                if model is None:
+                    r.stopped = {"version": seq, "reason": "its state after this reset is gone"}
+                else:
+                    r.model = model
+            else:
+                r.model.version = seq
+        self.at = seq
+
+    def _at(self, version: int) -> list[Run]:
+        return [r for r in self.runs if r.stopped is None and r.model.version == version]
+
+    def _predict_early(self, raw: RawEntry) -> None:
+        """Each candidate's prediction of a labelled instance at the version that served
+        it (where every run now is)."""
+        entry_id, fields = raw
+        seq = seq_of(entry_id)
+        candidates = [r for r in self._at(self.at) if not r.served]
+        if not candidates:
+            return
+        m = candidates[0].model
+        try:
+            e = self.decoded[seq] = decode_entry(entry_id, fields, m.size, m.k)
+        except CorruptData:
+            return  # judged at replay, where it is skipped
+        x = e.x
+        for r in candidates:
+            try:
+                r.early[seq] = r.model.space.class_of(r.model.learner.predict(x))
+            except Exception:  # an instance this learner cannot read: judged at replay
+                continue
+
+    def _apply(self, seq: int, entry_id: bytes, fields: list[bytes], kind: bytes | None) -> None:
+        runs = self._at(seq - 1)
+        if kind == b"r":
+            self.resets.append(seq)
+            for r in runs:
+                r.model.version = seq
+        elif kind == b"c":
+            for r in runs:
+                change = decode_entry(entry_id, fields, r.model.size, r.model.k).change
+                exc = r.model.take_change(seq, change)
+                if exc is not None:
+                    r.model.version = seq
+                    if not r.served:  # the model skipped it alike everywhere
+                        r.stopped = {"version": seq, "reason": f"cannot take the change: {exc}"}
+        elif runs:
+            counted = seq > self.counted_from
+            e = self.decoded.pop(seq, None)  # (an input only grows: still valid here)
+            if e is None:
+                try:
+                    e = decode_entry(entry_id, fields, runs[0].model.size, runs[0].model.k)
+                except CorruptData:  # skipped by every worker, and here
+                    e = None
+            for r in runs:
+                r.model.version = seq
+                if e is not None and e.x is not None:
+                    self._trial(r, seq, e.x, e.y, e.predicted, counted)
+        if seq > self.counted_from and (seq % self.every == 0 or seq == self.to):
+            for r in self.runs:
+                if r.stopped is None and r.model.version == seq:
+                    r.curve.append((seq, r.mistakes))
+
+    @staticmethod
+    def _trial(r: Run, seq: int, x: Any, y: int, served: int | None, counted: bool) -> None:
+        m = r.model
+        early = r.early.pop(seq, None)
+        try:
+            predicted, _ = m.learner.trial(x, m.labels[y])
+        except UpdateRefused as exc:
+            predicted = exc.predicted
+        except Exception as exc:  # an entry this learner cannot take
+            if not r.served:  # (the model skipped it alike everywhere)
+                r.stopped = {"version": seq, "reason": f"cannot learn this trial: {exc}"}
+            return
+        if not counted:
+            return
+        if served is not None:  # a labelled prediction
+            if r.served:
+                predicted = served
+            elif early is not None:
+                predicted = early
+            else:
+                r.late += 1
+        r.trials += 1
+        r.mistakes += predicted != y

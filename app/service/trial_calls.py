@@ -1,0 +1,532 @@
+"""Trials: predict now, label later (exactly once), or learn with a known label.
+
+Semantics a client relies on:
+
+* A prediction is made by the hypothesis at the model's current log version (a
+  prediction raced by another worker's label is made again), and is kept until the
+  model's label deadline.
+* A label is applied exactly once: the same label again returns the first answer and
+  changes nothing; a different one is a conflict. Its ``mistake`` is judged against the
+  prediction that was served; the update goes to the hypothesis current when the label
+  is applied, which may have learned from other trials since.
+* ``learn`` is a trial whose label is known: judged and applied at its place in the log;
+  with an idempotency key it is appended at most once.
+
+Everything sent with a trial (class indices, encoded instances) is derived from the
+incarnation of the model the script then checks: when the model was deleted and created
+again meanwhile, the call is encoded again from the new one, never sent stale.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+
+from app.core.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
+from app.service.gather import Gathers
+from app.service.live_model import Applied, LiveModel
+from app.service.replicas import TRIAL_LIMIT, Replicas
+from models.core.instance import Attributes, Experts
+from models.core.learner import UnknownLabel
+from storage.codec import encode_instance, encode_instances
+from storage.errors import Conflict, CorruptData, Full, ModelNotFound
+from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
+
+__all__ = ["Judgement", "LearnRequest", "TrialCalls"]
+
+Result = dict[str, Any] | Exception
+LearnRequest = tuple[Idempotency | None, Sequence[tuple[Any, Any]]]
+Todo = list[tuple[int, Attributes | Experts, int]]  # (item, instance, class) to append
+_EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
+
+
+# single-trial calls of one model sent together at most. Sixteen already share a script
+# call's fixed cost; a larger group would take in every caller of a busy model, leaving
+# the worker idle while Redis runs it, where two smaller groups take turns: one at Redis
+# while the worker answers the other's callers and reads their next calls.
+GATHER_MOST = 16
+# judgements a model keeps for reuse at most (k x k x 2 there are)
+JUDGEMENTS_MOST = 4096
+
+
+class Judgement(dict[str, Any]):
+    """A learned trial's answer (``predicted``, ``label``, ``mistake``, ``updated``),
+    one object shared by every trial of a model judged alike: never changed, so that a
+    batch's answer writes each one once."""
+
+    __slots__ = ()
+
+
+def _updated_here(m: LiveModel, seq: int, stored: int) -> bool | None:
+    """Whether applying log entry ``seq`` updated the learner, as its stored outcome
+    (``stored``, -1 for none yet) or ``m`` says; None when neither does."""
+    if stored >= 0:
+        return stored == 1
+    got = m.recent.get(seq)
+    return None if got is None else got.updated
+
+
+class TrialCalls:
+    """Predict, label and learn on the models ``replicas`` holds."""
+
+    def __init__(self, replicas: Replicas) -> None:
+        self.replicas = replicas
+        self.store = replicas.store
+        self.settings = replicas.settings
+        self._gathers: Gathers[tuple[Any, ...], Any, Result] = Gathers()
+        # a gathered predict answers items x labels scores: within max_answer_scores
+        self._predict_most = min(
+            GATHER_MOST, self.settings.max_answer_scores // self.settings.max_labels
+        )
+
+    # -- single trials, gathered ------------------------------------------------------
+
+    async def _gathered(
+        self,
+        key: tuple[Any, ...],
+        run: Callable[[list[Any]], Awaitable[list[Result]]],
+        item: Any,
+        by_turn: bool = False,
+    ) -> Result:
+        """``item``'s result, its call gathered with those of the same ``key`` arriving
+        while one is in flight, or in the same turn of the event loop (``by_turn``: see
+        :mod:`app.service.gather`)."""
+        most = self._predict_most if key[0] == "p" else GATHER_MOST
+        return await self._gathers(key, run, most, item, by_turn=by_turn)
+
+    async def predict_one(
+        self, name: str, payload: Any, trial_id: str | None, *, track: bool = True
+    ) -> Result:
+        """:meth:`predict` of one item, gathered with others of the model."""
+
+        async def run(items: list[tuple[Any, str | None]]) -> list[Result]:
+            return await self.predict(name, items, track=track)
+
+        # an untracked prediction waits on nothing: gathered by turns of the event loop
+        return await self._gathered(("p", name, track), run, (payload, trial_id), not track)
+
+    async def label_one(self, name: str, trial_id: str, label: Any) -> Result:
+        """:meth:`label` of one trial, gathered with others of the model."""
+
+        async def run(items: list[tuple[str, Any]]) -> list[Result]:
+            return await self.label(name, items)
+
+        return await self._gathered(("l", name), run, (trial_id, label))
+
+    async def learn_one(
+        self, name: str, payload: Any, label: Any, idem: Idempotency | None = None
+    ) -> Result:
+        """:meth:`learn` of one trial, gathered with others of the model (each keeps its
+        own idempotency key)."""
+
+        async def run(requests: list[LearnRequest]) -> list[Result]:
+            return [out[0] for out in await self.learn_groups(name, requests)]
+
+        return await self._gathered(("n", name), run, (idem, [(payload, label)]))
+
+    def _new_trial_id(self) -> str:
+        """A trial id nobody can guess: 128 random bits."""
+        return secrets.token_urlsafe(16)
+
+    def _instances(
+        self, m: LiveModel, payloads: Sequence[Any]
+    ) -> list[Attributes | Experts | BadInput]:
+        """Each payload's instance, or a 422 naming ``instance``."""
+        return [
+            BadInput("instance", str(x)) if isinstance(x, Exception) else x
+            for x in m.encode_each(payloads)
+        ]
+
+    async def _changed(self, m: LiveModel, out: Sequence[Any]) -> bool:
+        """Whether, after part of a request was refused (``out`` holds a BadInput), a sync
+        finds that the model's input changed since this worker's copy last read its log:
+        an expert, a feature or a label another worker added a moment ago. Then the
+        request is read again, against the input as it is now."""
+        if not any(isinstance(o, BadInput) for o in out):
+            return False
+        space = m.space
+        try:
+            return await self.replicas.sync(m) is m and m.space is not space
+        except (ModelNotFound, LogGap):
+            return False
+
+    def _class(self, m: LiveModel, label: Any, field: str) -> int:
+        most = self.settings.max_label_length
+        if isinstance(label, str) and len(label) > most:
+            raise BadInput(field, f"{len(label)} characters: expected at most {most}")
+        try:
+            return m.space.class_of(label)
+        except UnknownLabel as e:
+            raise BadInput(field, str(e)) from None
+
+    def _classes(self, m: LiveModel, labels: Sequence[Any]) -> list[int | None]:
+        """The class of each of ``labels`` that :meth:`_class` takes as it is, None for
+        the others (ask it, which says why)."""
+        most = self.settings.max_label_length
+        got = m.space.classes_of(labels)
+        return [
+            None if type(y) is str and len(y) > most else c
+            for y, c in zip(labels, got, strict=True)
+        ]
+
+    def _scores(self, m: LiveModel, s: np.ndarray) -> dict[str, float]:
+        return dict(zip(m.label_keys, s.tolist(), strict=True))
+
+    # -- predict ----------------------------------------------------------------------
+
+    async def predict(
+        self, name: str, items: Sequence[tuple[Any, str | None]], *, track: bool = True
+    ) -> list[Result]:
+        """Predict each (instance payload, trial id or None); keep tracked ones pending."""
+        m = await self.replicas.live(name)
+        most = self.settings.max_answer_scores
+        if len(items) * m.k > most:
+            raise BadInput(
+                "items",
+                f"{len(items)} items x {m.k} labels = {len(items) * m.k} scores: expected "
+                f"at most {most} (max_answer_scores)",
+            )
+        if not track:
+            if self.replicas.stale(m):
+                m = await self.replicas.fresh(name)
+            instances = self._instances(m, [payload for payload, _ in items])
+            if await self._changed(m, instances):
+                instances = self._instances(m, [payload for payload, _ in items])
+            each = iter(m.predict_many([x for x in instances if not isinstance(x, BadInput)]))
+            return [
+                x if isinstance(x, BadInput) else self._predicted(m, None, *next(each), m.version)
+                for x in instances
+            ]
+        ids = [trial_id or self._new_trial_id() for _, trial_id in items]
+        encoded_for = ""
+        rows = self.settings.compact_votes
+        for attempt in range(4):
+            m = await self.replicas.live(name)
+            if m.incarnation != encoded_for:  # (again) for this incarnation
+                encoded_for = m.incarnation
+                instances = self._instances(m, [payload for payload, _ in items])
+                if await self._changed(m, instances):
+                    instances = self._instances(m, [payload for payload, _ in items])
+                todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
+                encoded = encode_instances([x for _, x in todo], rows)
+                other_form: set[int] = set()  # the items sent in the form rows does not pick
+            out: list[Result] = [x if isinstance(x, BadInput) else {} for x in instances]
+            if not todo:
+                return out
+            known, seen = m.version, m.stamp
+            made = m.predict_many([x for _, x in todo])
+            sent = [
+                (ids[i], enc, c, s.astype("<f8").tobytes())
+                for (i, _), enc, (c, s) in zip(todo, encoded, made, strict=True)
+            ]
+            try:
+                sync, results = await self.store.predict(
+                    name,
+                    m.incarnation,
+                    known,
+                    strict=attempt < 3,
+                    ttl_ms=m.ttl_ms,
+                    fold=m.fold_payload(),
+                    limit=TRIAL_LIMIT,
+                    most_pending=self.settings.max_pending,
+                    items=sent,
+                    seen=seen,
+                )
+            except (ModelNotFound, LogGap):
+                self.replicas.drop(m)
+                if attempt == 3:
+                    raise
+                continue
+            m = await self.replicas.catch_up(m, sync)
+            if results is None:  # another worker applied a trial meanwhile: predict again
+                continue
+            if attempt < 3 and self._in_other_form(todo, results, encoded, other_form, rows):
+                continue  # a retry, pending as another worker kept it: ask again
+            stored = []
+            for (i, x), (c, s), r, data in zip(todo, made, results, encoded, strict=True):
+                out[i] = self._stored(m, ids[i], c, s, known, r.status, r)
+                if r.status == "ok":  # stored as ``data``: its label takes it from memory
+                    stored.append((data, x))
+            self.replicas.kept.put_many(stored)
+            return out
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _in_other_form(
+        todo: Sequence[tuple[int, Attributes | Experts]],
+        results: Sequence[Any],
+        encoded: list[bytes],
+        other_form: set[int],
+        rows: bool,
+    ) -> bool:
+        """Whether some item was refused as taken, and its instance has a second stored
+        form (full rows of scores, kept compactly or not: ``compact_votes``) it was not
+        yet sent in; ``encoded`` then holds that form for it. A retry of a prediction
+        that a worker with the other setting stored is so answered as that worker would
+        have, not as a conflict: the trial's pending instance is compared byte for byte."""
+        again = False
+        for j, ((_, x), r) in enumerate(zip(todo, results, strict=True)):
+            if r.status != "conflict" or j in other_form:
+                continue
+            other = encode_instance(x, not rows)
+            if other != encoded[j]:
+                encoded[j] = other
+                other_form.add(j)
+                again = True
+        return again
+
+    def _stored(
+        self, m: LiveModel, t: str, c: int, s: np.ndarray, known: int, status: str, r: Any
+    ) -> Result:
+        if status == "ok":
+            return self._predicted(m, t, c, s, known)
+        if status == "existing":
+            stored = np.frombuffer(r.scores, "<f8")
+            if stored.size != m.k or not 0 <= r.predicted < m.k:
+                return CorruptData(f"trial {t!r}: stored prediction is malformed")
+            return self._predicted(m, t, r.predicted, stored, r.version)
+        if status == "full":
+            most = self.settings.max_pending
+            return Full("max_pending", most, f"{most} predictions wait for labels: label some")
+        if status == "invalid":
+            return CorruptData(f"trial {t!r}: refused by the log's check")
+        return TrialConflict(f"trial_id {t!r} is taken by another instance or already labelled")
+
+    def _predicted(
+        self, m: LiveModel, trial_id: str | None, c: int, s: np.ndarray, version: int
+    ) -> dict[str, Any]:
+        return {
+            "trial_id": trial_id,
+            "label": m.labels[c],
+            "scores": self._scores(m, s),
+            "model_version": version,
+        }
+
+    # -- label ------------------------------------------------------------------------
+
+    async def label(self, name: str, items: Sequence[tuple[str, Any]]) -> list[Result]:
+        """Label pending trials, in order; each is applied at most once."""
+
+        async def attempt(m: LiveModel) -> tuple[list[Result], list[Any], Any]:
+            # class indices of the incarnation the script then checks
+            out: list[Result] = []
+            todo: list[tuple[int, str, int]] = []
+            for again in (False, True):
+                out, todo = [], []
+                for i, (trial_id, label) in enumerate(items):
+                    try:
+                        todo.append((i, trial_id, self._class(m, label, "label")))
+                        out.append({})
+                    except BadInput as e:
+                        out.append(e)
+                if again or not await self._changed(m, out):
+                    break
+            if not todo:
+                return out, todo, None
+            got = await self.store.label(
+                name,
+                m.incarnation,
+                m.version,
+                fold=m.fold_payload(),
+                limit=TRIAL_LIMIT,
+                items=[(t, y) for _, t, y in todo],
+                seen=m.stamp,
+            )
+            return out, todo, got
+
+        m, (out, todo, got) = await self.replicas.script(name, attempt)
+        if got is None:
+            return out
+        sync, results = got
+        # the labels applied, the log's last entries in order (the store checks)
+        applied = [r.seq for r in results if r.status == "ok"]
+        own = [
+            (r.instance, y, r.predicted, t)
+            for (_, t, y), r in zip(todo, results, strict=True)
+            if r.status == "ok"
+        ]
+        m = await self.replicas.catch_up(m, sync, labels=(applied[0], own) if own else None)
+        if applied:
+            self.replicas.snapshot_due(m, applied[0], applied[-1])
+        for (i, t, y), r in zip(todo, results, strict=True):
+            if r.status in ("ok", "repeat"):
+                updated = _updated_here(m, r.seq, r.updated)
+                if updated is None:
+                    updated = await self._updated(m, t, r.seq)
+                out[i] = {"trial_id": t, **self._judged(m, r.predicted, y, updated)}
+            elif r.status == "conflict":
+                out[i] = TrialConflict(
+                    f"trial {t!r} is already labelled {m.labels[r.label]!r}"
+                    if 0 <= r.label < m.k
+                    else f"trial {t!r} is already labelled otherwise"
+                )
+            elif r.status == "expired":
+                out[i] = TrialExpired(f"trial {t!r} passed its label deadline")
+            elif r.status == "invalid":
+                out[i] = CorruptData(f"trial {t!r}: the label was refused by the log's check")
+            else:
+                out[i] = TrialNotFound(f"no pending trial {t!r} (unknown or long expired)")
+        return out
+
+    async def _updated(self, m: LiveModel, trial_id: str, seq: int) -> bool:
+        """Whether applying log entry ``seq`` updated the learner, when neither its stored
+        outcome nor ``m`` says (:func:`_updated_here`): replayed elsewhere and folded
+        meanwhile, it is read back."""
+        m = await self.replicas.sync(m)
+        got = m.recent.get(seq)
+        if got is None:
+            u = await self.store.read_outcome(m.name, m.incarnation, trial_id)
+            if u is None:
+                raise CorruptData(f"trial {trial_id!r}: outcome of log entry {seq} is lost")
+            return u == 1
+        return got.updated
+
+    def _judged(self, m: LiveModel, p: int, y: int, updated: bool) -> Judgement:
+        key = (p, y, bool(updated))
+        got = m.judgements.get(key)
+        if got is None:
+            if len(m.judgements) >= JUDGEMENTS_MOST:
+                m.judgements.clear()
+            got = m.judgements[key] = Judgement(
+                predicted=m.labels[p], label=m.labels[y], mistake=p != y, updated=bool(updated)
+            )
+        return got
+
+    # -- learn ------------------------------------------------------------------------
+
+    async def learn(
+        self, name: str, items: Sequence[tuple[Any, Any]], idem: Idempotency | None = None
+    ) -> list[Result]:
+        """Trials whose labels are known: appended in order and learned from."""
+        return (await self.learn_groups(name, [(idem, items)]))[0]
+
+    async def learn_groups(self, name: str, requests: Sequence[LearnRequest]) -> list[list[Result]]:
+        """Several learn requests in one script call, in order; a request with an
+        idempotency key is appended at most once (its retries get the first answer)."""
+
+        async def attempt(m: LiveModel) -> tuple[list[list[Result]], list[Todo], Any]:
+            # instances and class indices of the incarnation the script then checks
+            outs: list[list[Result]] = []
+            todos: list[Todo] = []
+            for again in (False, True):
+                outs, todos = self._learn_items(m, [items for _, items in requests])
+                if again or not await self._changed(m, [o for out in outs for o in out]):
+                    break
+            if not any(todos) and all(idem is None for idem, _ in requests):
+                return outs, todos, None
+            compact = self.settings.compact_votes
+            groups = [
+                LearnGroup(
+                    list(
+                        zip(
+                            encode_instances([x for _, x, _ in todo], compact),
+                            [y for _, _, y in todo],
+                            strict=True,
+                        )
+                    ),
+                    idem,
+                )
+                for (idem, _), todo in zip(requests, todos, strict=True)
+            ]
+            got = await self.store.learn(
+                name,
+                m.incarnation,
+                m.version,
+                fold=m.fold_payload(),
+                limit=TRIAL_LIMIT,
+                keep_ms=m.ttl_ms,
+                groups=groups,
+                seen=m.stamp,
+            )
+            return outs, todos, got
+
+        m, (outs, todos, got) = await self.replicas.script(name, attempt)
+        if got is None:
+            return outs
+        sync, results = got
+        own = [
+            (r.first, [(x, y) for _, x, y in todo], idem.key if idem else "")
+            for (idem, _), todo, r in zip(requests, todos, results, strict=True)
+            if r.status == "ok" and todo
+        ]
+        m = await self.replicas.catch_up(m, sync, own=own)
+        if own:
+            self.replicas.snapshot_due(m, own[0][0], own[-1][0] + len(own[-1][1]) - 1)
+        for (idem, _), out, todo, r in zip(requests, outs, todos, results, strict=True):
+            await self._learned(m, idem, out, todo, r)
+        return outs
+
+    def _learn_items(
+        self, m: LiveModel, requests: Sequence[Sequence[tuple[Any, Any]]]
+    ) -> tuple[list[list[Result]], list[Todo]]:
+        """Each request's answers so far (an error, or {} for an item to learn) and its
+        items to learn, (position, instance, class); the instances of all the requests
+        are encoded together."""
+        instances = iter(self._instances(m, [p for items in requests for p, _ in items]))
+        classes = iter(self._classes(m, [y for items in requests for _, y in items]))
+        outs: list[list[Result]] = []
+        todos: list[Todo] = []
+        for items in requests:
+            out: list[Result] = []
+            todo: Todo = []
+            for i, ((_, label), x, c) in enumerate(zip(items, instances, classes, strict=False)):
+                try:
+                    if isinstance(x, BadInput):
+                        raise x
+                    todo.append((i, x, self._class(m, label, "label") if c is None else c))
+                    out.append({})
+                except BadInput as e:
+                    out.append(e)
+            outs.append(out)
+            todos.append(todo)
+        return outs, todos
+
+    async def _learned(
+        self,
+        m: LiveModel,
+        idem: Idempotency | None,
+        out: list[Result],
+        todo: list[tuple[int, Attributes | Experts, int]],
+        r: LearnResult,
+    ) -> None:
+        """Fill ``out`` with the answers to one learn request."""
+        if r.status == "mismatch":
+            for i, _, _ in todo:
+                out[i] = Conflict("Idempotency-Key was used before with another request")
+            return
+        kept: list[Any] | None = None
+        if r.status == "repeat":
+            if r.incarnation != m.incarnation:
+                for i, _, _ in todo:
+                    out[i] = Conflict(_EARLIER)
+                return
+            if r.answer:
+                kept = orjson.loads(r.answer)
+            else:  # the first request's worker has not kept its answer (yet)
+                m = await self.replicas.sync(m)
+        folded: dict[int, tuple[int, bool]] = {}
+        if r.status == "repeat" and kept is None and idem is not None:
+            missing = [r.first + j for j in range(len(todo)) if r.first + j not in m.recent]
+            if missing:  # replayed before this worker loaded the model: folded into the record
+                folded = await self.store.learn_outcomes(m.name, idem, missing)
+        outcomes: list[tuple[int, bool]] = []
+        for j, (i, _, y) in enumerate(todo):
+            seq = r.first + j
+            got: Applied | None = m.recent.get(seq)
+            if kept is not None and j < len(kept):
+                p, u = kept[j]
+            elif got is not None and got.predicted >= 0:
+                p, u = got.predicted, got.updated
+            elif seq in folded:
+                p, u = folded[seq]
+            else:
+                out[i] = CorruptData(f"log entry {seq}: its outcome is not known")
+                continue
+            outcomes.append((p, u))
+            out[i] = self._judged(m, p, y, u)
+        if idem is not None and r.status == "ok":
+            await self.store.keep_answer(m.name, idem, orjson.dumps(outcomes))

@@ -1,0 +1,102 @@
+"""The kernel warm-up of a worker: off the event loop, awaited before learners are built.
+
+On a fresh numba cache, compiling the learners' kernels takes tens of seconds. A worker
+runs :func:`models.warm.warm_kernels` in a background thread as it starts, so neither
+``/healthz`` nor any request waits on the compiler; ``/readyz`` answers 503 until it is
+done, and the service awaits :meth:`Warmup.wait` before it first builds a learner.
+
+Compiled kernels live as long as the process, so one warm-up serves every app the process
+builds (tests build many): the first :class:`Warmup` to start runs it, later ones share it.
+A warm-up that fails is logged and counts as done: kernels then compile on first use, as
+they would without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from concurrent.futures import Future
+
+from app.core.collector import freeze
+from models.warm import warm_kernels
+
+__all__ = ["Warmup"]
+
+log = logging.getLogger("committee.warm")
+
+_lock = threading.Lock()
+_shared: Future[dict[str, float]] | None = None  # this process's warm-up, once started
+
+
+def _run(done: Future[dict[str, float]]) -> None:
+    start = time.perf_counter()
+    try:
+        seconds = warm_kernels()
+    except BaseException as e:  # the future must complete, whatever happened
+        log.exception("kernel warm-up failed; kernels compile on first use")
+        done.set_exception(e)
+        return
+    freeze("warm")  # the compiled kernels live as long as the process
+    slowest = max(seconds, key=seconds.__getitem__)
+    log.info(
+        "kernels warm in %.1f s (slowest: %s, %.1f s)",
+        time.perf_counter() - start,
+        slowest,
+        seconds[slowest],
+    )
+    done.set_result(seconds)
+
+
+def _process_warmup() -> Future[dict[str, float]]:
+    """This process's one warm-up, started by the first caller."""
+    global _shared
+    with _lock:
+        if _shared is None:
+            _shared = Future()
+            # running: a cancelled waiter can never cancel it for the others
+            _shared.set_running_or_notify_cancel()
+            log.info("warming up: compiling the learners' kernels (or loading them from cache)")
+            thread = threading.Thread(target=_run, args=(_shared,), name="warmup", daemon=True)
+            thread.start()
+        return _shared
+
+
+class Warmup:
+    """The kernel warm-up as one app sees it: :meth:`start` it, then read :attr:`ready`
+    or await :meth:`wait` from the event loop."""
+
+    def __init__(self) -> None:
+        self._future: Future[dict[str, float]] | None = None
+
+    def start(self) -> None:
+        """Start the warm-up in a background thread (or join the process's running one)."""
+        if self._future is None:
+            self._future = _process_warmup()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the warm-up is over (failed included: see :attr:`error`)."""
+        return self._future is not None and self._future.done()
+
+    @property
+    def error(self) -> BaseException | None:
+        """What a failed warm-up raised; None while it runs or when it succeeded."""
+        return self._future.exception() if self.ready and self._future else None
+
+    @property
+    def seconds(self) -> dict[str, float] | None:
+        """Seconds per learner kind, once the warm-up succeeded."""
+        if not self.ready or self.error is not None or self._future is None:
+            return None
+        return self._future.result()
+
+    async def wait(self) -> None:
+        """Return once the warm-up is over, without blocking the event loop."""
+        if self._future is None:
+            raise RuntimeError("Warmup.wait() before Warmup.start()")
+        if not self._future.done():
+            with contextlib.suppress(Exception):  # a failure is logged; kernels compile lazily
+                await asyncio.wrap_future(self._future)
