@@ -34,7 +34,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.collector import collect_less
@@ -43,6 +43,7 @@ from app.http.guard import Guard
 from app.http.limits import BodyLimit, Busy
 from app.http.main import fastapi_options
 from app.http.metrics import RequestMetrics
+from app.http.permissions import OPEN, READ, WRITE, RouteTable, access
 from app.service.gather import Gathers
 from app.service.trial_calls import GATHER_MOST
 from storage.resp import Connection
@@ -128,7 +129,13 @@ class EdgeDispatch:
 
 def create() -> FastAPI:
     settings = Settings()
-    app = FastAPI(title="the service's edge", **fastapi_options(settings))
+    app = FastAPI(
+        title="the service's edge",
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        **fastapi_options(settings),
+    )
     # auth off, as in the service it is compared with: the guard runs its checks and
     # lets the request through
     app.state.auth = SimpleNamespace(keyring=SimpleNamespace(ready=True, on=False))
@@ -139,17 +146,48 @@ def create() -> FastAPI:
     app.add_middleware(RequestMetrics)
 
     @app.get("/healthz")
+    @access(OPEN)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    # the paths EdgeDispatch answers, declared as the service's are, so the guard finds
+    # them in a route table of the same kind (their endpoints run only for other calls)
+    for path in (
+        "/v1/models/{name}/{op}",
+        "/v1/models/{name}/{op}/batch",
+        "/append/v1/models/{name}/{op}",
+        "/append/v1/models/{name}/{op}/batch",
+    ):
+        app.add_api_route(path, _no_such_call, methods=["POST"])
+    for path in ("/parse/learn/batch", "/parse/append/learn/batch"):
+        app.add_api_route(path, _no_model_call, methods=["POST"])
+    app.add_api_route("/v1/models/{name}/stats", _no_stats, methods=["GET"])
 
     stats: dict[str, Any] = {}
     app.state.edge_stats = stats
 
     @app.put("/edge/stats")
+    @access(OPEN)
     async def set_stats(request: Request) -> dict[str, int]:
         stats.clear()
         stats.update(orjson.loads(await request.body()))
         return {"fields": len(stats)}
 
     collect_less(settings.gc_threshold)
+    app.state.routes = RouteTable(app.routes)
     return app
+
+
+@access(WRITE, model="name")
+async def _no_such_call(name: str, op: str) -> None:
+    raise HTTPException(404, f"no call {op!r} here")
+
+
+@access(WRITE)
+async def _no_model_call() -> None:
+    raise HTTPException(404, "answered by the edge's dispatch")
+
+
+@access(READ, model="name")
+async def _no_stats(name: str) -> None:
+    raise HTTPException(404, "answered by the edge's dispatch")

@@ -3,23 +3,24 @@
 ``POST /v1/models/{name}/predict``, ``/label``, ``/learn`` and their batch forms run
 thousands of times a second, and dashboards poll ``GET /v1/models/{name}/stats``; this
 middleware hands them straight to the same handlers the routes use
-(:data:`app.http.routers.trials.HANDLERS`, :func:`app.http.routers.stats.read_stats`), with the same
-answers and errors, without the router's matching and dependency machinery. Everything
-else passes through.
+(:data:`app.http.routers.trials.HANDLERS`, :func:`app.http.routers.stats.read_stats`), with
+the same answers and errors, without the router's dependency machinery. The route is the
+one the guard found in the app's route table (:func:`app.http.permissions.found_route`);
+everything else passes through.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
+from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.http.error_status import error_body
+from app.http.permissions import found_route
 from app.http.routers import stats
 from app.http.routers.trials import HANDLERS, router
 
@@ -28,16 +29,17 @@ __all__ = ["TrialFastPath"]
 log = logging.getLogger("committee.api")
 
 
-def _under(prefix: str, rest: str) -> re.Pattern[str]:
-    """The paths of a router's ``prefix`` with any name, then ``rest`` (a pattern)."""
-    return re.compile(re.escape(prefix).replace(re.escape("{name}"), "([^/]+)") + rest)
-
-
-# the trial routes' paths: a call of HANDLERS under the router's prefix
-_PATH = _under(router.prefix, f"/({'|'.join(map(re.escape, HANDLERS))})")
-_ROUTES = {call: SimpleNamespace(path=f"{router.prefix}/{call}") for call in HANDLERS}
-_STATS = _under(stats.router.prefix, "/stats")
-_STATS_ROUTE = SimpleNamespace(path=f"{stats.router.prefix}/stats")
+# the endpoints served here, found by the route the guard matched: each trial call by its
+# name in HANDLERS, and the statistics read
+_CALLS: dict[Any, str] = {
+    route.endpoint: route.path.removeprefix(router.prefix + "/")
+    for route in router.routes
+    if isinstance(route, APIRoute) and route.path.removeprefix(router.prefix + "/") in HANDLERS
+}
+if len(_CALLS) != len(HANDLERS):
+    raise RuntimeError(
+        f"trial calls without a route: {sorted(set(HANDLERS) - set(_CALLS.values()))}"
+    )
 _JSON = (b"content-type", b"application/json")
 
 
@@ -46,24 +48,21 @@ class TrialFastPath:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        found = found_route(scope) if scope["type"] == "http" else None
+        if found is None or found.route is None or found.model is None:
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "GET":
-            match = _STATS.fullmatch(scope["path"])
-            if match is None:
-                await self.app(scope, receive, send)
-                return
-            scope["route"] = _STATS_ROUTE
+        endpoint = found.route.endpoint  # type: ignore[attr-defined]
+        if endpoint is stats.stats:
+            scope["route"] = found.route  # for the request metrics
             service = scope["app"].state.service
-            await self._answer(scope, send, stats.read_stats(service, match[1]))
+            await self._answer(scope, send, stats.read_stats(service, found.model))
             return
-        match = _PATH.fullmatch(scope["path"])
-        if match is None or scope["method"] != "POST":
+        op = _CALLS.get(endpoint)
+        if op is None:
             await self.app(scope, receive, send)
             return
-        name, op = match.groups()
-        scope["route"] = _ROUTES[op]  # for the request metrics
+        scope["route"] = found.route
         chunks = []
         more = True
         while more:
@@ -75,7 +74,7 @@ class TrialFastPath:
         key = next((v for k, v in scope["headers"] if k == b"idempotency-key"), None)
         call = HANDLERS[op](
             scope["app"].state.service.trials,
-            name,
+            found.model,
             b"".join(chunks),
             None if key is None else key.decode("latin-1"),
             scope.get("committee.admit"),

@@ -6,8 +6,9 @@ form or ``text/plain`` POST is refused before it is read), then, while auth is o
 key (401), the model's tenancy (404, as if the model did not exist), the scope (403) and
 the key's request rate (429). Admin actions and denied requests go to the audit log.
 
-What each route needs is decided here from the method and path alone (:func:`needs`),
-so the fast path's trial calls are guarded like every other route.
+What each route needs is what it declares (:mod:`app.http.permissions`); the guard finds
+the route from the method and path alone, so the fast path's trial calls are guarded
+like every other route, and a path no route serves is refused here.
 """
 
 from __future__ import annotations
@@ -22,63 +23,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.core.settings import Settings
 from app.http.error_status import rate_headers
 from app.http.limits import answer
-from app.http.routers.trials import HANDLERS
+from app.http.permissions import ADMIN, ADMIN_ALL, found_route
 from app.service.access import Auth, Principal
 from storage.errors import RateLimited, StorageError
 
-__all__ = ["Guard", "needs"]
+__all__ = ["Guard"]
 
 log = logging.getLogger("committee.auth")
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/", "/docs", "/docs/oauth2-redirect", "/redoc"})
-OPEN_PATHS |= {"/openapi.json"}
-MODELS = "/v1/models/"
-ALL = "admin-all"  # admin, on every model: keys and the audit log
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_TRIAL_CALLS = frozenset("/" + call for call in HANDLERS)
-# admin's: changes of a model, and its backtests
-_CHANGES = frozenset({"/experts", "/features", "/labels", "/rollback", "/backtest"})
-JOBS = "/v1/jobs"
-# admin actions as the audit log names them: (method, path after the model name)
-_ACTIONS = {
-    ("POST", "/v1/models"): "create model",
-    ("DELETE", ""): "delete model",
-    ("GET", "/state"): "export state",
-    ("PUT", "/state"): "import state",
-    ("POST", "/experts"): "change experts",
-    ("POST", "/features"): "add features",
-    ("POST", "/labels"): "add labels",
-    ("POST", "/rollback"): "roll back",
-    ("POST", "/backtest"): "backtest",
-    ("DELETE", JOBS): "cancel job",
-    ("POST", "/v1/keys"): "create key",
-    ("DELETE", "/v1/keys"): "revoke key",
-}
-
-
-def needs(method: str, path: str) -> tuple[str | None, str | None, str]:
-    """The scope a request needs (None: open to all), the model it names, and the part
-    of the path after the model's name (or the whole path)."""
-    if path in OPEN_PATHS or path.startswith("/static/"):
-        return None, None, path
-    if path.startswith(MODELS):
-        name, _, rest = path[len(MODELS) :].partition("/")
-        rest = "/" + rest if rest else ""
-        if rest in _TRIAL_CALLS or rest == "/stream":
-            return "write", name, rest
-        if (
-            rest == "/state"
-            or (rest in _CHANGES and method != "GET")
-            or (rest == "" and method == "DELETE")
-        ):
-            return "admin", name, rest
-        return "read", name, rest
-    if path == "/v1/models" and method == "POST":
-        return "admin", None, path
-    if path.startswith(JOBS + "/"):  # the handler checks the job's model is the key's
-        return ("admin" if method == "DELETE" else "read"), None, JOBS
-    if path == "/v1/keys" or path.startswith("/v1/keys/") or path == "/v1/audit":
-        return ALL, None, "/v1/keys" if path.startswith("/v1/keys") else path
-    return "read", None, path
 
 
 def _json(detail: str, **extra: Any) -> bytes:
@@ -129,7 +81,11 @@ class Guard:
             await self._refuse(scope, receive, send, 415, detail, 0)
             return
         path = scope["path"]
-        need, model, rest = needs(method, path)
+        found = found_route(scope)
+        if found is None:
+            await self._refuse(scope, receive, send, 404, f"no route serves {method} {path}", 4404)
+            return
+        need, model = found.access.scope, found.model
         if need is None:
             await self.app(scope, receive, send)
             return
@@ -172,8 +128,8 @@ class Guard:
                 await self._refuse(scope, receive, send, 404, detail, 4404)
                 await a.audit(principal, f"denied {method} {path}", model, 404, "other tenant")
                 return
-            if not principal.may("admin" if need == ALL else need) or (
-                need == ALL and principal.confined
+            if not principal.may(ADMIN if need == ADMIN_ALL else need) or (
+                need == ADMIN_ALL and principal.confined
             ):
                 detail = _scope_detail(key.scope, need, method, path)
                 await self._refuse(scope, receive, send, 403, detail, 4403)
@@ -189,7 +145,7 @@ class Guard:
                 return
             scope["committee.admit"] = a.admit_trials(key)
         scope["committee.principal"] = principal
-        action = _ACTIONS.get((method, rest)) if http else None
+        action = found.access.action if http and found.route is not None else None
         if action is None:
             await self.app(scope, receive, send)
             return
@@ -205,8 +161,6 @@ class Guard:
             await self.app(scope, receive, sent)
         finally:
             target = scope.get("committee.model", model)
-            if rest == "/v1/keys" and method == "DELETE":
-                target = None
             await a.audit(principal, action, target, status, scope.get("committee.detail", ""))
 
     def _origin_ok(self, origin: bytes, host: bytes) -> bool:
@@ -260,7 +214,7 @@ def _is_json(ctype: bytes) -> bool:
 
 
 def _scope_detail(scope: str, need: str, method: str, path: str) -> str:
-    if need == ALL:
+    if need == ADMIN_ALL:
         return f"{method} {path} needs an admin key for every model (models '*')"
     article = "an" if need == "admin" else "a"
     return f"{method} {path} needs {article} {need} key; this key's scope is {scope}"

@@ -23,11 +23,12 @@ from app.http.fastpath import TrialFastPath
 from app.http.guard import Guard
 from app.http.limits import BodyLimit, Busy
 from app.http.metrics import RequestMetrics
+from app.http.permissions import RouteTable
 from app.http.routers import (
+    backtests,
     dashboard,
     docs,
     health,
-    backtests,
     keys,
     metrics,
     models,
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.routes = RouteTable(app.routes)  # routes added since the build, too
         # a write waits up to ack_timeout_ms for its replica (WAIT) on the shared script
         # connection: its watchdog waits that long and the usual 5 s beyond
         client = connect(url, timeout=5.0 + settings.ack_timeout_ms / 1000)
@@ -111,7 +113,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="On-line learning service: Winnow-family learners and live classifier fusion",
         version="0.1.0",
         lifespan=lifespan,
-        docs_url=None,  # served by app.http.routers.docs, with their assets
+        # served by app.http.routers.docs, the docs with their assets
+        openapi_url=None,
+        docs_url=None,
         redoc_url=None,
         **fastapi_options(settings),
     )
@@ -153,4 +157,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_exception_handler(cls, mapped)
     add_components(app)
     openapi.install(app, settings)
+    app.state.routes = RouteTable(app.routes)  # every route declares who may call it
     return app

@@ -26,7 +26,8 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from app.core.settings import Settings
-from app.http.guard import WRITE_METHODS, needs
+from app.http.guard import WRITE_METHODS
+from app.http.permissions import Access, declared, flat_routes
 from app.http.schemas import EXAMPLE_MODEL, MAX_LABEL_LENGTH, STORED_INTS
 from models.core import params as mp
 from models.core.learner import Spec, SpecList
@@ -181,17 +182,16 @@ _RATE = {
 }
 
 
-def _guarded(method: str, path: str, errors: dict[int, str]) -> dict[int, str]:
+def _guarded(method: str, allowed: Access, errors: dict[int, str]) -> dict[int, str]:
     """``errors`` with what the guard may answer before the operation runs."""
-    need, model, _ = needs(method, path.replace("{name}", "x"))
     out = {400: _GUARD[400], **errors}
     if method in WRITE_METHODS:
         out[415] = _UNSUPPORTED
-    if need is None:
+    if allowed.scope is None:
         return out
     out |= {c: _GUARD[c] for c in (401, 403)}
     out[429] = f"{errors[429]}; or {_GUARD[429]}" if 429 in errors else _GUARD[429]
-    if model is not None:
+    if allowed.model is not None:
         out[404] = f"{errors.get(404, _NO_MODEL)}, {_OTHER_TENANT}"
     return out
 
@@ -341,7 +341,7 @@ def _walk(node: Any) -> Any:
             yield from _walk(v)
 
 
-def complete(doc: dict[str, Any], settings: Settings) -> None:
+def complete(doc: dict[str, Any], settings: Settings, routes: dict[str, Access]) -> None:
     """Complete FastAPI's document ``doc`` in place (see the module docstring)."""
     schemas = doc["components"]["schemas"]
     schemas.update(Error=_ERROR, QuotaError=_QUOTA_ERROR, **learner_schemas(), **input_schemas())
@@ -382,9 +382,10 @@ def complete(doc: dict[str, Any], settings: Settings) -> None:
             if key not in ERRORS:
                 raise LookupError(f"{key}: no entry in app.http.openapi.ERRORS")
             seen.add(key)
-            if needs(method.upper(), path.replace("{name}", "x"))[0] is not None:
+            allowed = routes[key]
+            if allowed.scope is not None:
                 op["security"] = [{"bearer": []}, {}]  # {}: while auth is off
-            errors = _guarded(method.upper(), path, {503: _BUSY, **ERRORS[key]})
+            errors = _guarded(method.upper(), allowed, {503: _BUSY, **ERRORS[key]})
             op["responses"].update({str(c): _response(c, w) for c, w in sorted(errors.items())})
             for p in op.get("parameters", []):
                 if p["in"] == "path" and p["name"] == "name":
@@ -413,6 +414,17 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return await http_exception_handler(request, exc)
 
 
+def _declared(app: FastAPI) -> dict[str, Access]:
+    """Each operation's declared access, by ``"METHOD path"``."""
+    out = {}
+    for route in flat_routes(app.routes):
+        allowed = declared(route)
+        for method in getattr(route, "methods", None) or ():
+            if allowed is not None:
+                out[f"{method} {getattr(route, 'path', '')}"] = allowed
+    return out
+
+
 def install(app: FastAPI, settings: Settings) -> None:
     """Serve the completed document, and name every allowed method in a 405's ``Allow``."""
     generate = app.openapi
@@ -420,7 +432,7 @@ def install(app: FastAPI, settings: Settings) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             doc = generate()
-            complete(doc, settings)
+            complete(doc, settings, _declared(app))
             app.openapi_schema = doc
         return app.openapi_schema
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Request, Response, status
 
 from app.http.deps import IdempotencyKeyDep, NameDep, ServiceDep
+from app.http.permissions import ADMIN, READ, access
 from app.http.routers.common import idempotency
 from app.http.schemas import BacktestCreate, JobPublic
 from app.service.access import principal_of
@@ -32,6 +33,7 @@ _RUNNING: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/models/{name}/backtest", tags=["models"], responses=_RUNNING)
+@access(ADMIN, model="name", action="backtest")
 async def backtest(
     name: NameDep,
     body: BacktestCreate,
@@ -58,6 +60,7 @@ async def backtest(
 
 
 @router.get("/models/{name}/backtest", tags=["models"], responses=_RUNNING)
+@access(READ, model="name")
 async def latest_backtest(name: NameDep, response: Response, service: ServiceDep) -> JobPublic:
     """The model's latest backtest, as ``GET /v1/jobs/{id}`` answers it (kept for a day
     after its last report); 404 when none is kept."""
@@ -75,6 +78,7 @@ def _visible(request: Request, doc: dict[str, Any] | None, job_id: str) -> dict[
 
 
 @router.get("/jobs/{job_id}", responses=_RUNNING)
+@access(READ)
 async def get_job(
     job_id: JobIdDep, request: Request, response: Response, service: ServiceDep
 ) -> JobPublic:
@@ -85,6 +89,7 @@ async def get_job(
 
 
 @router.delete("/jobs/{job_id}", responses=_RUNNING)
+@access(ADMIN, action="cancel job")
 async def cancel_job(
     job_id: JobIdDep, request: Request, response: Response, service: ServiceDep
 ) -> JobPublic:

@@ -11,6 +11,8 @@ from pathlib import Path
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import FileResponse
 
+from app.http.permissions import OPEN, access
+
 STATIC = Path(__file__).resolve().parent.parent / "static"
 ASSETS = {
     "dashboard.css": "text/css; charset=utf-8",
@@ -23,6 +25,7 @@ router = APIRouter(tags=["dashboard"], include_in_schema=False)
 
 
 @router.get("/")
+@access(OPEN)
 async def page() -> FileResponse:
     """The dashboard; ``?every=250`` polls every 250 ms instead of every second."""
     return FileResponse(
@@ -31,6 +34,7 @@ async def page() -> FileResponse:
 
 
 @router.get("/static/{asset}")
+@access(OPEN)
 async def asset(asset: str) -> FileResponse:
     media_type = ASSETS.get(asset)
     if media_type is None:

@@ -13,7 +13,9 @@ from fastapi.openapi.docs import (
     get_swagger_ui_html,
     get_swagger_ui_oauth2_redirect_html,
 )
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+
+from app.http.permissions import OPEN, access
 
 __all__ = ["router"]
 
@@ -34,6 +36,7 @@ ASSETS = {
 }
 PREFIX = "/static/docs/"
 OAUTH2_REDIRECT = "/docs/oauth2-redirect"
+OPENAPI = "/openapi.json"
 # the pages fetch from this service only (ReDoc would show its logo from its CDN);
 # their start-up scripts are inline, and ReDoc runs a worker from a blob
 POLICY = {
@@ -50,6 +53,7 @@ def _root(request: Request) -> str:
 
 
 @router.get(PREFIX + "{asset}")
+@access(OPEN)
 async def asset(asset: str) -> FileResponse:
     media_type = ASSETS.get(asset)
     if media_type is None:
@@ -57,11 +61,24 @@ async def asset(asset: str) -> FileResponse:
     return FileResponse(ASSETS_DIR / asset, media_type=media_type)
 
 
+@router.get(OPENAPI)
+@access(OPEN)
+async def openapi_document(request: Request) -> JSONResponse:
+    """The OpenAPI document; behind a proxy's prefix (``root_path``), that prefix is its
+    first server."""
+    root = _root(request)
+    doc = request.app.openapi()
+    if root and root not in {s.get("url") for s in doc.get("servers", [])}:
+        doc = {**doc, "servers": [{"url": root}, *doc.get("servers", [])]}
+    return JSONResponse(doc)
+
+
 @router.get("/docs")
+@access(OPEN)
 async def swagger_ui(request: Request) -> HTMLResponse:
     root = _root(request)
     page = get_swagger_ui_html(
-        openapi_url=root + request.app.openapi_url,
+        openapi_url=root + OPENAPI,
         title=f"{request.app.title} - Swagger UI",
         swagger_js_url=root + PREFIX + "swagger-ui-bundle.js",
         swagger_css_url=root + PREFIX + "swagger-ui.css",
@@ -74,15 +91,17 @@ async def swagger_ui(request: Request) -> HTMLResponse:
 
 
 @router.get(OAUTH2_REDIRECT)
+@access(OPEN)
 async def swagger_ui_redirect() -> HTMLResponse:
     return get_swagger_ui_oauth2_redirect_html()
 
 
 @router.get("/redoc")
+@access(OPEN)
 async def redoc(request: Request) -> HTMLResponse:
     root = _root(request)
     page = get_redoc_html(
-        openapi_url=root + request.app.openapi_url,
+        openapi_url=root + OPENAPI,
         title=f"{request.app.title} - ReDoc",
         redoc_js_url=root + PREFIX + "redoc.standalone.js",
         redoc_favicon_url=root + PREFIX + "favicon.png",

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 
 from app.core.errors import BadInput
+from app.http.permissions import ADMIN_ALL, access
 from app.http.schemas import AuditPublic, KeyCreate, KeyCreated, KeyPublic, KeysPublic
 from app.service.access import Auth
 
@@ -24,6 +25,7 @@ def _auth(request: Request) -> Auth:
 
 
 @router.post("/keys", status_code=status.HTTP_201_CREATED)
+@access(ADMIN_ALL, action="create key")
 async def create_key(body: KeyCreate, request: Request) -> KeyCreated:
     """Make a key; its secret is in this answer only (``key``): only a hash is stored."""
     a = _auth(request)
@@ -35,6 +37,7 @@ async def create_key(body: KeyCreate, request: Request) -> KeyCreated:
 
 
 @router.get("/keys")
+@access(ADMIN_ALL)
 async def list_keys(request: Request) -> KeysPublic:
     """Every key, without its secret."""
     _, keys = await _auth(request).store.load()
@@ -42,6 +45,7 @@ async def list_keys(request: Request) -> KeysPublic:
 
 
 @router.delete("/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+@access(ADMIN_ALL, action="revoke key")
 async def revoke_key(key_id: str, request: Request) -> Response:
     """Revoke a key: every worker refuses it within a second. 404 for an unknown id."""
     a = _auth(request)
@@ -53,6 +57,7 @@ async def revoke_key(key_id: str, request: Request) -> Response:
 
 
 @router.get("/audit")
+@access(ADMIN_ALL)
 async def audit(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=1000, description="entries, newest first")] = 100,

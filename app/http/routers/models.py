@@ -9,6 +9,7 @@ from pydantic import Discriminator, Tag
 
 from app.core.errors import Forbidden
 from app.http.deps import IdempotencyKeyDep, NameDep, ServiceDep
+from app.http.permissions import ADMIN, READ, access
 from app.http.routers.common import idempotency
 from app.http.schemas import (
     Counters,
@@ -61,6 +62,7 @@ CreateBody = Annotated[
 
 
 @router.post("/models", status_code=status.HTTP_201_CREATED)
+@access(ADMIN, action="create model")
 async def create_model(
     body: CreateBody, request: Request, service: ServiceDep, key: IdempotencyKeyDep = None
 ) -> ModelPublic:
@@ -121,6 +123,7 @@ async def make_model(
 
 
 @router.get("/models")
+@access(READ)
 async def list_models(request: Request, service: ServiceDep) -> ModelsPublic:
     """The models this key reaches (every model while auth is off)."""
     principal = principal_of(request.scope)
@@ -129,12 +132,14 @@ async def list_models(request: Request, service: ServiceDep) -> ModelsPublic:
 
 
 @router.get("/models/{name}")
+@access(READ, model="name")
 async def get_model(name: NameDep, service: ServiceDep) -> ModelPublic:
     """The model's config and counters."""
     return public(await service.store.read(name))
 
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
+@access(ADMIN, model="name", action="delete model")
 async def delete_model(
     name: NameDep, request: Request, service: ServiceDep, key: IdempotencyKeyDep = None
 ) -> Response:
@@ -146,6 +151,7 @@ async def delete_model(
 
 
 @router.get("/models/{name}/state")
+@access(ADMIN, model="name", action="export state")
 async def get_state(name: NameDep, service: ServiceDep) -> StatePublic:
     """The full learner state (for backup or migration) and the log version it is at."""
     version, state = await service.export_state(name)
@@ -153,6 +159,7 @@ async def get_state(name: NameDep, service: ServiceDep) -> StatePublic:
 
 
 @router.put("/models/{name}/state")
+@access(ADMIN, model="name", action="import state")
 async def put_state(
     name: NameDep,
     body: StateUpdate,
@@ -180,6 +187,7 @@ async def _change(
 
 
 @router.post("/models/{name}/experts")
+@access(ADMIN, model="name", action="change experts")
 async def change_experts(
     name: NameDep,
     body: ExpertsChange,
@@ -197,6 +205,7 @@ async def change_experts(
 
 
 @router.post("/models/{name}/features")
+@access(ADMIN, model="name", action="add features")
 async def add_features(
     name: NameDep,
     body: FeaturesChange,
@@ -210,6 +219,7 @@ async def add_features(
 
 
 @router.post("/models/{name}/labels")
+@access(ADMIN, model="name", action="add labels")
 async def add_labels(
     name: NameDep,
     body: LabelsChange,
@@ -224,6 +234,7 @@ async def add_labels(
 
 
 @router.post("/models/{name}/rollback")
+@access(ADMIN, model="name", action="roll back")
 async def rollback(
     name: NameDep,
     body: Rollback,
@@ -243,6 +254,7 @@ async def rollback(
 
 
 @router.get("/models/{name}/versions")
+@access(READ, model="name")
 async def versions(name: NameDep, service: ServiceDep) -> dict[str, Any]:
     """The versions the model can be rebuilt at (a fork's ``from.version``): from its
     snapshot, or from its creation while its log holds every entry, to its current one;
@@ -251,6 +263,7 @@ async def versions(name: NameDep, service: ServiceDep) -> dict[str, Any]:
 
 
 @router.get("/learners", tags=["learners"])
+@access(READ)
 async def learners() -> list[LearnerKind]:
     """Every learner kind with its parameters, defaults and allowed values."""
     kinds: list[dict[str, Any]] = describe()

@@ -8,6 +8,7 @@ import orjson
 from fastapi import APIRouter, Response
 
 from app.http.deps import NameParam, ServiceDep
+from app.http.permissions import READ, access
 from app.http.routers.common import answer, check_name
 from app.http.schemas import StatsPublic
 from app.service.model_service import ModelService
@@ -101,6 +102,7 @@ async def read_stats(service: ModelService, name: str) -> orjson.Fragment:
 
 
 @router.get("/stats", response_model=StatsPublic)
+@access(READ, model="name")
 async def stats(name: NameParam, service: ServiceDep) -> Response:
     """Counters, error rates, confusion counts, the mistake curve, and what the learner
     shows: recycling's internal mistakes, V-Combine's leader, fusion weights."""

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ValidationError
 from app.core.errors import BadInput, Forbidden
 from app.http.bodies import read_trial
 from app.http.error_status import error_status, item_error
+from app.http.permissions import WRITE, access
 from app.http.routers.common import idempotency
 from app.http.routers.models import make_model, public
 from app.http.routers.trials import Admit
@@ -354,6 +355,7 @@ async def _read(ws: WebSocket, queue: asyncio.Queue[Any], service: ModelService)
 
 
 @router.websocket("/v1/models/{name}/stream")
+@access(WRITE, model="name")
 async def stream(ws: WebSocket, name: str) -> None:
     service: ModelService = ws.app.state.service
     s = service.settings

@@ -20,6 +20,7 @@ from app.http import bodies
 from app.http.bodies import Body
 from app.http.deps import IdempotencyKeyParam, NameParam
 from app.http.error_status import item_error
+from app.http.permissions import WRITE, access
 from app.http.routers.common import answer, body, check_name, idempotency
 from app.http.schemas import BatchPublic, LabelPublic, LearnPublic, PredictPublic
 from app.service.trial_calls import Judgement, TrialCalls
@@ -209,12 +210,14 @@ async def _serve(request: Request, call: str) -> Response:
 
 
 @router.post("/predict", response_model=PredictPublic, openapi_extra=body(PREDICT))
+@access(WRITE, model="name")
 async def predict(name: NameParam, request: Request) -> Response:
     """Predict a label; unless ``track`` is false, keep the trial until its label comes."""
     return await _serve(request, "predict")
 
 
 @router.post("/label", response_model=LabelPublic, openapi_extra=body(LABEL))
+@access(WRITE, model="name")
 async def label(name: NameParam, request: Request) -> Response:
     """Give a predicted trial its true label: applied exactly once.
 
@@ -226,6 +229,7 @@ async def label(name: NameParam, request: Request) -> Response:
 
 
 @router.post("/learn", response_model=LearnPublic, openapi_extra=body(LEARN))
+@access(WRITE, model="name")
 async def learn(name: NameParam, request: Request, key: IdempotencyKeyParam = None) -> Response:
     """One trial whose label is already known: predict, judge and learn at once."""
     return await _serve(request, "learn")
@@ -236,6 +240,7 @@ async def learn(name: NameParam, request: Request, key: IdempotencyKeyParam = No
     response_model=BatchPublic[PredictPublic],
     openapi_extra=body(PREDICT_BATCH),
 )
+@access(WRITE, model="name")
 async def predict_batch(name: NameParam, request: Request) -> Response:
     """Several predictions by the same hypothesis; one result or error per item, in order."""
     return await _serve(request, "predict/batch")
@@ -244,6 +249,7 @@ async def predict_batch(name: NameParam, request: Request) -> Response:
 @router.post(
     "/label/batch", response_model=BatchPublic[LabelPublic], openapi_extra=body(LABEL_BATCH)
 )
+@access(WRITE, model="name")
 async def label_batch(name: NameParam, request: Request) -> Response:
     """Several labels, applied in order as one sequence; one result or error per item."""
     return await _serve(request, "label/batch")
@@ -252,6 +258,7 @@ async def label_batch(name: NameParam, request: Request) -> Response:
 @router.post(
     "/learn/batch", response_model=BatchPublic[LearnPublic], openapi_extra=body(LEARN_BATCH)
 )
+@access(WRITE, model="name")
 async def learn_batch(
     name: NameParam, request: Request, key: IdempotencyKeyParam = None
 ) -> Response:
