@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+from _results import recorded
+
 from models.core.instance import Attributes
 from storage.client import close, connect
-from storage.cluster_server import RedisCluster
 from storage.codec import encode_instance
 from storage.repository import LearnGroup, ModelStore
 from storage.server import EmbeddedRedis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from harness.redis_cluster import RedisCluster
 
 CONCURRENCY = 32
 CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 64}}}
@@ -93,4 +98,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("ack", information=["*"]):
+        main()

@@ -21,7 +21,7 @@ printed. Figures, each over ``--seconds`` after a warm-up:
   the cluster (all primaries' CPU over all trials: what one trial costs the shard that
   holds its model); the single node's figure and the replicas' beside it. A shard's
   primary on one core serves about ``1e6 / redis_us_per_trial`` trials/s, which sizes a
-  cluster (the README's "Scaling out" does the arithmetic).
+  cluster (``docs/scaling.rst`` does the arithmetic).
 
 On a 2-core machine the service processes, the generator and Redis share the cores, so
 the service processes bound both figures; absolute figures move 2-3x between machines and
@@ -41,12 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from _results import recorded
 from _service_load import Plan, Result
 from _service_load import run as run_plan
 from service import Server, Stream, fusion_spec, phase_options, post, uvicorn
 from service import line as service_line
 
-from storage.cluster_server import LocalSentinel, RedisCluster
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from harness.redis_cluster import LocalSentinel, RedisCluster
 
 MODELS = 64
 EXPERTS, LABELS = 6, 10
@@ -219,4 +221,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("cluster", information=["redis_us_per_trial*", "*_trials_per_s"]):
+        main()

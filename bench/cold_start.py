@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _results import recorded
 
 from models.registry import KINDS
 
@@ -167,4 +168,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("cold_start", information=["ready_seconds", "listening_seconds"]):
+        main()

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from _results import recorded
 from service import FUSION_SHAPES, N_FEATURES, Stream, fusion_spec
 
 from app.http.routers import trials
@@ -162,4 +163,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("encode", information=["*_vs_*"]):
+        main()

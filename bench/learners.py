@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from _results import recorded
 from river import linear_model, multiclass
 
 from models.core.instance import AttributeBatch, Attributes, Experts
@@ -421,4 +422,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("learners"):
+        main()

@@ -52,6 +52,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
+from _results import recorded
 from _sampler import START, STOP
 from _service_load import Plan, Result
 from _service_load import run as run_plan
@@ -276,4 +277,5 @@ def report(got: dict[tuple[str, str], Sampled]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("profile_calls", information=["*_cpu_vs_edge", "*_us_per_call"]):
+        main()

@@ -99,6 +99,7 @@ import httpx
 import numpy as np
 import orjson
 import redis as redis_py
+from _results import recorded
 from _service_load import ID, Background, Plan, Result, busy_seconds
 from _service_load import run as run_plan
 
@@ -932,4 +933,5 @@ def spread(run: Runner, name: str, figure: str = "rate") -> str:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("service", information=["untracked_predict_vs_edge", "append_vs_edge_*"]):
+        main()

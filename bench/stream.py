@@ -43,6 +43,7 @@ import httpx
 import numpy as np
 import orjson
 import websockets
+from _results import recorded
 
 from models.inputs.datasets import MajorityProblem
 
@@ -285,4 +286,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("stream"):
+        main()

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from _results import recorded
 
 from models.inputs.datasets import MajorityProblem
 from models.registry import build
@@ -72,4 +73,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with recorded("vr_combine", targets={"vr_combine_run_seconds": ("<=", 2.0)}):
+        main()

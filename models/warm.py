@@ -1,8 +1,8 @@
 """Warm-up: compile every kernel the learners use before the first real trial.
 
 numba compiles a kernel the first time it is called with new argument types, or loads it
-from its on-disk cache (see :mod:`models`); for all kinds that takes tens of seconds on a
-fresh install. :func:`warm_kernels` runs a tiny but real workload of every kind in
+from its on-disk cache (see :func:`place_cache`); for all kinds that takes tens of seconds
+on a fresh install. :func:`warm_kernels` runs a tiny but real workload of every kind in
 :data:`models.registry.KINDS` through the paths the service takes, so that every
 specialization production needs exists before the first request:
 
@@ -19,25 +19,43 @@ specialization production needs exists before the first request:
 
 The workload is fixed (seeded). In a process where the kernels exist already it takes
 about a second; on a fresh numba cache it compiles everything.
+
+numba keys a cached kernel on its own source file only, so a kernel compiled against
+another module (one it calls or inlines) would survive a change to that module.
+:func:`place_cache`, which :func:`warm_kernels` calls first, therefore puts the cache in a
+directory named after a hash of every source file of ``models``: any change starts a fresh
+one. ``NUMBA_CACHE_DIR``, which numba reads when it is imported, overrides it (a test or
+benchmark gives a service an empty cache of its own so). Importing ``models`` places
+nothing and reads no file; a process that runs kernels without warming them first uses
+numba's own default cache (beside the sources, or in the user's cache directory).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+import os
+import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import numba
 import numpy as np
+from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
 
 from models.core.instance import AttributeBatch, Attributes, Experts
 from models.inputs.batch import RawExperts, RawFeatures
 from models.inputs.space import InputSpace
 from models.kernels.instances import attribute_blocks, full_rows
-from models.kernels.jsontext import batch_members, trial_members
 from models.registry import KINDS, build, from_state, kind_of
 
-__all__ = ["BINARY", "MULTI", "cases", "run_case", "warm_kernels"]
+__all__ = ["BINARY", "MULTI", "cases", "place_cache", "run_case", "warm_kernels"]
 
 Spec = dict[str, Any]
 
@@ -229,15 +247,11 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
     xs[0] = learner.coerce(space.encode(payloads[0], form))
     if "experts" in payloads[0]:  # the votes also read from their JSON text
         text = json.dumps(payloads[0]["experts"]).encode()
-        trial = b'{"instance": {"experts": %s}}' % text
-        trial_members(np.frombuffer(trial, dtype=np.uint8))
-        batch_members(np.frombuffer(b'{"items": [%s, %s]}' % (trial, trial), dtype=np.uint8), 9)
         raw = RawExperts(text, 0, len(text))
         space.encode_each([raw], form)  # alone, and as one of many
         space.encode_each([raw, raw], form)
     elif isinstance(payloads[0].get("features"), dict):  # so are the features
         text = json.dumps(payloads[0]["features"]).encode()
-        trial_members(np.frombuffer(b'{"instance": {"features": %s}}' % text, dtype=np.uint8))
         raw_features = RawFeatures(text, 0, len(text))
         space.encode_each([raw_features], form)
         space.encode_each([raw_features, raw_features], form)
@@ -270,11 +284,58 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
         again.predict(x)
 
 
+@functools.cache
+def _source_keyed_dir() -> str:
+    """``committee-numba/<hash of every source file of models>`` in the user's cache
+    directory (else the temporary one), made; "" when neither is writable."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.blake2b(digest_size=8)
+    for path in sorted(here.rglob("*.py")):
+        digest.update(str(path.relative_to(here)).encode())
+        digest.update(path.read_bytes())
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    for root in (base, tempfile.gettempdir()):
+        target = os.path.join(root, "committee-numba", digest.hexdigest())
+        try:
+            os.makedirs(target, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(target, os.W_OK):
+            return target
+    return ""  # nowhere writable: numba's own default
+
+
+def place_cache(*modules: ModuleType) -> str:
+    """Put numba's on-disk cache in the directory keyed on the sources of ``models`` (or
+    in ``NUMBA_CACHE_DIR``'s), and point at it every cached kernel defined so far in
+    ``models`` and in ``modules`` (a kernel finds its cache when it is defined, so those
+    defined before found numba's default); the directory, "" for numba's default."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return str(numba.config.CACHE_DIR)  # type: ignore[attr-defined]
+    target = _source_keyed_dir()
+    if not target:
+        return ""
+    numba.config.CACHE_DIR = target  # type: ignore[attr-defined]
+    ours = [m for name, m in list(sys.modules.items()) if name.startswith("models.")]
+    for module in [*ours, *modules]:
+        for kernel in list(vars(module).values()):
+            cache = getattr(kernel, "_cache", None)
+            if (
+                isinstance(kernel, Dispatcher)
+                and isinstance(cache, FunctionCache)
+                and not cache.cache_path.startswith(target)
+            ):
+                kernel.enable_caching()
+    return target
+
+
 def warm_kernels(kinds: Iterable[str] | None = None) -> dict[str, float]:
-    """Run the warm-up of every kind (or of ``kinds``); return seconds per kind.
+    """Run the warm-up of every kind (or of ``kinds``) on the cache :func:`place_cache`
+    places; return seconds per kind.
 
     The kinds share kernels, so on a cold cache the first ones take most of the time.
     """
+    place_cache()
     out = {}
     for kind in KINDS if kinds is None else kinds:
         start = time.perf_counter()

@@ -5,6 +5,8 @@ tenancy glob, name and limits. Every change bumps a version counter that each wo
 (:class:`app.service.access.Keyring`), so a new or revoked key is seen on every worker and host at
 once. The key records, the version, the ownership of models and the audit stream share the
 hash tag ``{auth}`` (one slot in a Redis Cluster); each key's rate buckets have their own.
+Every step that reads and writes at once is one Lua script of ``storage/lua/auth``
+(:data:`storage.scripts.AUTH_SCRIPTS`), its KEYS and ARGV named at the top of its file.
 """
 
 from __future__ import annotations
@@ -21,9 +23,17 @@ import redis.asyncio as aioredis
 from redis import exceptions as rex
 
 from storage.client import Clients
-from storage.errors import REDIS_DOWN, CorruptData, StorageError, Unavailable, refused
+from storage.errors import (
+    REDIS_DOWN,
+    Conflict,
+    CorruptData,
+    StorageError,
+    Unavailable,
+    refused,
+)
 from storage.keys import AuthKeys
 from storage.resp import ReplyError
+from storage.scripts import AUTH_SCRIPTS
 
 __all__ = [
     "KEY_ID_PATTERN",
@@ -149,73 +159,6 @@ class Taken:
     wait_ms: float
 
 
-# KEYS: 1 the key's bucket hash. ARGV: 1 bucket name, 2 rate (tokens/s), 3 capacity,
-# 4 tokens wanted, 5 tokens needed at least. Reply: {granted, left, wait ms} (as strings:
-# Lua numbers would be truncated). Redis's clock, so every worker and host agrees on it.
-TAKE = """
-local rate, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
-local want, need = tonumber(ARGV[4]), tonumber(ARGV[5])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local n_field, at_field = ARGV[1] .. ':n', ARGV[1] .. ':at'
-local got = redis.call('HMGET', KEYS[1], n_field, at_field)
-local tokens, at = tonumber(got[1]), tonumber(got[2])
-if tokens == nil or at == nil then tokens, at = cap, now end
-tokens = math.min(cap, tokens + math.max(0, now - at) * rate / 1000)
-if tokens < need then
-  redis.call('HSET', KEYS[1], n_field, tostring(tokens), at_field, tostring(now))
-  redis.call('PEXPIRE', KEYS[1], math.ceil(cap / rate * 1000) + 1000)
-  return {'0', tostring(tokens), tostring((need - tokens) * 1000 / rate)}
-end
-local grant = math.min(want, math.floor(tokens))
-tokens = tokens - grant
-redis.call('HSET', KEYS[1], n_field, tostring(tokens), at_field, tostring(now))
-redis.call('PEXPIRE', KEYS[1], math.ceil(cap / rate * 1000) + 1000)
-return {tostring(grant), tostring(tokens), '0'}
-"""
-_TAKE_SHA = hashlib.sha1(TAKE.encode()).hexdigest()
-
-# KEYS: 1 owners hash (model -> key id), 2 the key's owned set. ARGV: 1 model, 2 key id,
-# 3 most models. Reply: 'new' | 'owned' | 'full'. A model already owned (by anyone) is not
-# counted again: a retried create reserves nothing new.
-RESERVE = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 'owned' end
-if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 'full' end
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 'new'
-"""
-
-
-# The key table's steps, each one script on the slot of ``{auth}`` (a Redis Cluster has
-# no MULTI across nodes, and these keys share one slot).
-# KEYS: 1 version, 2 table. Reply: {version or '', table as a flat field/value list}.
-LOAD = """
-return {redis.call('GET', KEYS[1]) or '', redis.call('HGETALL', KEYS[2])}
-"""
-# KEYS: 1 version, 2 table. ARGV: 1 key id, 2 record. Reply: the new version.
-PUT = """
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-return redis.call('INCR', KEYS[1])
-"""
-# KEYS: 1 version, 2 table. ARGV: 1 key id. Reply: 1 if it was there, else 0.
-REVOKE = """
-local n = redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('INCR', KEYS[1])
-return n
-"""
-# KEYS: 1 owners hash, 2 the owner's owned set. ARGV: 1 model, 2 owner id. Reply: 1 if
-# released, 0 if the model had another owner (or none) by then.
-RELEASE = """
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('SREM', KEYS[2], ARGV[1])
-return 1
-"""
-_SHAS = {text: hashlib.sha1(text.encode()).hexdigest() for text in (LOAD, PUT, REVOKE, RELEASE)}
-_SHAS[RESERVE] = hashlib.sha1(RESERVE.encode()).hexdigest()
-
-
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
@@ -242,7 +185,7 @@ class AuthStore:
 
     async def load(self) -> tuple[int, list[ApiKey]]:
         """The version and every key, read in one step."""
-        raw_version, flat = await self._script(LOAD, [self.keys.version, self.keys.table], [])
+        raw_version, flat = await self._script("LOAD", [self.keys.version, self.keys.table], [])
         version = int(raw_version) if raw_version and raw_version.isdigit() else 0
         out = []
         for raw_id, raw in zip(flat[::2], flat[1::2], strict=True):
@@ -275,7 +218,7 @@ class AuthStore:
             int(time.time()),
             dict(limits or {}),
         )
-        await self._script(PUT, [self.keys.version, self.keys.table], [key.id, key.encode()])
+        await self._script("PUT", [self.keys.version, self.keys.table], [key.id, key.encode()])
         return key, secret
 
     async def bootstrap(self, secret: str) -> ApiKey:
@@ -291,11 +234,28 @@ class AuthStore:
         )
         return key
 
-    async def revoke(self, key_id: str) -> bool:
-        """Remove a key; False if there was none with this id."""
-        removed = await self._script(REVOKE, [self.keys.version, self.keys.table], [key_id])
-        await self._call(self.client.delete(self.keys.bucket(key_id)))
-        return bool(removed)
+    async def revoke(self, key_id: str, by: str | None = None) -> bool:
+        """Remove a key; False if there was none with this id. Raises
+        :class:`~storage.errors.Conflict` for the key ``by`` (the one asking: a key never
+        revokes itself) and for the last admin key on every model (``"*"``), the one key
+        left that can make others."""
+        if by is not None and by == key_id:
+            raise Conflict(
+                f"key {key_id!r} is the key making this request: a key cannot revoke "
+                "itself (revoke it with another admin key)"
+            )
+        keys = [self.keys.version, self.keys.table]
+        reply = _text(await self._script("REVOKE", keys, [key_id]))
+        if reply == "last admin":
+            raise Conflict(
+                f"key {key_id!r} is the last admin key on every model ('*'): make another "
+                "admin key first, or nobody could manage the keys"
+            )
+        if reply not in ("revoked", "none"):
+            raise CorruptData(f"revoking key {key_id!r}: unreadable reply")
+        if reply == "revoked":
+            await self._call(self.client.delete(self.keys.bucket(key_id)))
+        return reply == "revoked"
 
     # -- rate buckets -----------------------------------------------------------------
 
@@ -304,9 +264,10 @@ class AuthStore:
     ) -> Taken:
         """Take between ``need`` and ``want`` tokens from a key's bucket, in one atomic
         step; none if fewer than ``need`` are there."""
-        cmd = (_TAKE_SHA, TAKE, [self.keys.bucket(key_id)], [bucket, rate, capacity, want, need])
+        s = AUTH_SCRIPTS["TAKE"]
+        keys, args = [self.keys.bucket(key_id)], [bucket, rate, capacity, want, need]
         try:
-            reply = await self.conn.evalsha(*cmd)
+            reply = await self.conn.evalsha(s.sha, s.text, keys, args)
             granted, left, wait = (float(_text(v)) for v in reply)
         except ReplyError as e:
             raise StorageError(f"Redis refused a command: {e}") from e
@@ -320,7 +281,7 @@ class AuthStore:
         """Count ``model`` against the key's quota: ``"new"``, ``"owned"`` (by some key
         already, so not counted again) or ``"full"`` (the key owns ``most``)."""
         keys = [self.keys.owners, self.keys.owned(key_id)]
-        reply = _text(await self._script(RESERVE, keys, [model, key_id, most]))
+        reply = _text(await self._script("RESERVE", keys, [model, key_id, most]))
         if reply not in ("new", "owned", "full"):
             raise CorruptData(f"reserving model {model!r}: unreadable reply")
         return reply
@@ -332,7 +293,7 @@ class AuthStore:
             return
         owner_id = _text(owner)
         keys = [self.keys.owners, self.keys.owned(owner_id)]
-        await self._script(RELEASE, keys, [model, owner_id])
+        await self._script("RELEASE", keys, [model, owner_id])
 
     # -- audit --------------------------------------------------------------------------
 
@@ -389,9 +350,12 @@ class AuthStore:
             )
         return out
 
-    async def _script(self, text: str, keys: list[str], args: list[Any]) -> Any:
+    async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """Run the script ``name`` of :data:`AUTH_SCRIPTS` (EVALSHA; EVAL when Redis
+        does not know it yet)."""
+        s = AUTH_SCRIPTS[name]
         try:
-            return await self.conn.evalsha(_SHAS[text], text, keys, args)
+            return await self.conn.evalsha(s.sha, s.text, keys, args)
         except ReplyError as e:
             raise refused(e) from e
 

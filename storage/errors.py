@@ -12,7 +12,9 @@ __all__ = [
     "Conflict",
     "CorruptData",
     "Full",
+    "LogGap",
     "ModelNotFound",
+    "NotDurable",
     "RateLimited",
     "StorageError",
     "Unavailable",
@@ -53,6 +55,15 @@ class Unavailable(StorageError):
     """Redis cannot be reached or did not answer in time."""
 
 
+class NotDurable(Unavailable):
+    """A write was applied but not confirmed durable (COMMITTEE_ACK) in time: a retry is
+    safe (labels apply once, learns carry their idempotency key)."""
+
+
+class LogGap(StorageError):
+    """The log no longer reaches back to what the worker has seen: reload the model."""
+
+
 class CorruptData(StorageError):
     """What came back from Redis is not what the service writes."""
 
@@ -90,6 +101,8 @@ def refused(e: Exception) -> StorageError:
     """What an error reply from Redis means here: unavailable for now, or refused."""
     if str(e).startswith(_NOT_NOW):
         return Unavailable(f"Redis is not ready: {e}")
+    if str(e).startswith("CORRUPT"):  # a script found a key it does not write
+        return CorruptData(str(e).removeprefix("CORRUPT "))
     return StorageError(f"Redis refused a command: {e}")
 
 

@@ -18,28 +18,13 @@ import redis.asyncio as aioredis
 
 from storage.errors import Conflict, CorruptData, redis_errors
 from storage.keys import Keys, job_key, valid_job_id
+from storage.scripts import SCRIPTS
 
 __all__ = ["JOB_STATUSES", "MAX_JOB_BYTES", "JobStore"]
 
 JOB_STATUSES = frozenset({"running", "done", "failed", "cancelled"})
 MAX_JOB_BYTES = 1 << 20  # a job's document, at most
 DEFAULT_TTL_MS = 86_400_000
-
-# makes a job unless its id is taken; nil when made, else the taken one's doc and digest
-_CREATE = """
-if redis.call('HSETNX', KEYS[1], 'doc', ARGV[1]) == 1 then
-  redis.call('HSET', KEYS[1], 'digest', ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return false
-end
-return redis.call('HMGET', KEYS[1], 'doc', 'digest')
-"""
-# asks a job that exists to stop; its document, or nil when there is no such job
-_CANCEL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-redis.call('HSET', KEYS[1], 'cancel', '1')
-return redis.call('HGET', KEYS[1], 'doc')
-"""
 
 
 class JobStore:
@@ -49,6 +34,9 @@ class JobStore:
         self.client = client
         self.prefix = prefix
         self.ttl_ms = ttl_ms
+        # run by SHA1, sent whole when Redis does not know it yet
+        self._create = client.register_script(SCRIPTS["JOB_CREATE"].text)
+        self._cancel = client.register_script(SCRIPTS["JOB_CANCEL"].text)
 
     async def create(self, doc: dict[str, Any], digest: str = "") -> dict[str, Any] | None:
         """Store a new job (``doc["id"]``, for model ``doc["model"]``) and name it the
@@ -59,7 +47,7 @@ class JobStore:
         """
         key = job_key(self.prefix, doc["id"])
         async with redis_errors():
-            got: Any = await self.client.eval(_CREATE, 1, key, _encoded(doc), digest, self.ttl_ms)
+            got: Any = await self._create([key], [_encoded(doc), digest, self.ttl_ms])
             if got is None:
                 latest = Keys(self.prefix, doc["model"]).backtest
                 await self.client.set(latest, doc["id"], px=self.ttl_ms)
@@ -118,7 +106,7 @@ class JobStore:
         if not valid_job_id(job_id):
             return None
         async with redis_errors():
-            raw = await self.client.eval(_CANCEL, 1, job_key(self.prefix, job_id))
+            raw = await self._cancel([job_key(self.prefix, job_id)])
         return None if raw is None else _decoded(raw, job_id)
 
     async def latest(self, name: str) -> str | None:

@@ -4,7 +4,8 @@ the names and ids that go into them.
 A model's keys share the hash tag ``{name}``, so in a Redis Cluster they live in one slot
 and one Lua script may touch them all. The registry of models shares the tag
 ``{registry}``: no step touches both a model's keys and the registry, so every step is
-single-slot (see :mod:`storage.scripts_models` for how the two stay in agreement)::
+single-slot (see ``storage/lua/create.lua``, ``delete.lua`` and ``settle.lua`` for how the
+two stay in agreement)::
 
     <prefix>:{registry}:models           hash: model name -> its incarnation
     <prefix>:{registry}:unsettled        sorted set: name -> when a create or delete of it
@@ -13,12 +14,14 @@ single-slot (see :mod:`storage.scripts_models` for how the two stay in agreement
     <prefix>:{<name>}:meta               hash: config, incarnation, version, counters
     <prefix>:{<name>}:log                stream: applied trials, entry id "<seq>-0"
     <prefix>:{<name>}:snapshot           hash: version, state (the learner at that version)
-    <prefix>:{<name>}:pending            sorted set: unlabelled trial id -> deadline (ms)
-    <prefix>:{<name>}:trials             sorted set: kept trial id -> purge time (ms)
+    <prefix>:{<name>}:trials             sorted set: kept trial id -> its label deadline
+                                         (ms) while pending, minus its purge time after
     <prefix>:{<name>}:curve              list: "<trial>:<mistakes>" points, down-sampled
     <prefix>:{<name>}:window             list: the same every 10 trials, the last 1,000 trials
     <prefix>:{<name>}:summary            hash: JSON a worker derives from the learner
-    <prefix>:{<name>}:trial:<inc>:<id>   hash: one prediction of incarnation <inc>
+    <prefix>:{<name>}:trial:<inc>:<id>   string: one prediction of incarnation <inc> (a
+                                         header, then its instance and scores until labelled),
+                                         expiring with its purge time
     <prefix>:{<name>}:grave:<inc>        sorted set: trial ids of deleted incarnation <inc>
     <prefix>:{<name>}:idem:<key>         hash: what a write with Idempotency-Key <key> did
 

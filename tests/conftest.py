@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from models.warm import place_cache
 from storage.server import EmbeddedRedis, RedisServerError
+
+# the kernels compiled into the cache `./run` warms (keyed on the sources), not numba's
+# default beside them, which keeps code compiled from an earlier version of a callee
+place_cache()
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +25,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     replicas instead: ``./run test`` runs the service's API tests a second time so."""
     data_dir: Path = tmp_path_factory.mktemp("redis")
     if os.environ.get("COMMITTEE_TEST_REDIS") == "cluster":
-        from storage.cluster_server import RedisCluster
+        from harness.redis_cluster import RedisCluster
 
         with RedisCluster(data_dir) as cluster:
             yield cluster.seed_url

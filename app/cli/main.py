@@ -8,14 +8,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numba
 import numpy as np
 
 from app.cli import keys, serve
+from app.core import jsontext
+from app.service.warmup import warm_worker
 from experiments import cli as experiments
 from models.inputs.datasets import MajorityProblem
 from models.registry import build
-from models.warm import warm_kernels
+from models.warm import place_cache
 
 DEMO_LEARNERS: dict[str, dict[str, Any]] = {
     "committee": {"kind": "committee", "alpha": 1.2},
@@ -59,10 +60,11 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def warm(args: argparse.Namespace) -> int:
-    """Compile every learner kind's kernels into numba's on-disk cache; print the time each took."""
-    cache = numba.config.CACHE_DIR  # type: ignore[attr-defined]
+    """Compile every kernel a worker runs into numba's on-disk cache; print the time each
+    learner kind took."""
+    cache = place_cache(jsontext)
     print(f"numba cache: {cache or 'numba default (beside the sources)'}")
-    seconds = warm_kernels()
+    seconds = warm_worker()
     for kind, s in seconds.items():
         print(f"  {kind:<20} {s:>7.2f} s")
     print(f"  {'total':<20} {sum(seconds.values()):>7.2f} s")

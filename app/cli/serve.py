@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import uvicorn
 from pydantic import ValidationError
 
-from app.core.logs import dump_stacks_on_sigusr1, log_config
+from app.core.logs import dump_stacks_on_sigusr1, log_config, log_format
 from app.core.settings import Settings
 from storage.auth import AuthStore
 from storage.client import close, connect
@@ -36,6 +36,7 @@ from storage.server import EmbeddedRedis, RedisServerError
 log = logging.getLogger("committee.serve")
 
 APP_FACTORY = "app.http.main:create_app"
+H11_REQUEST_LINE = 64 * 1024  # bytes h11 allows beyond max_header_bytes (a request line)
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 OPTIONS = (
     "host",
@@ -78,7 +79,11 @@ def add_parser(sub: Any) -> None:
         help="serve a non-loopback --host although no API key exists [COMMITTEE_INSECURE_NO_AUTH]",
     )
     p.add_argument("--log-level", choices=LOG_LEVELS, help="[COMMITTEE_LOG_LEVEL, info]")
-    p.add_argument("--log-format", choices=("json", "text"), help="[COMMITTEE_LOG_FORMAT, json]")
+    p.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        help="[COMMITTEE_LOG_FORMAT; by default text on a terminal, else json]",
+    )
     p.set_defaults(func=serve)
 
 
@@ -91,6 +96,9 @@ def serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"committee serve: invalid settings:\n{exc}", file=sys.stderr)
         return 2
+    # the log's format when none is given: text for a person at a terminal, else JSON
+    explicit = settings.log_format if "log_format" in settings.model_fields_set else None
+    settings = settings.model_copy(update={"log_format": log_format(explicit)})
     if (settings.tls_cert is None) != (settings.tls_key is None):
         print("committee serve: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
@@ -128,6 +136,9 @@ def serve(args: argparse.Namespace) -> int:
                 log_level=settings.log_level,
                 log_config=log_config(settings.log_level, settings.log_format),
                 ws_max_size=settings.ws_max_message_bytes,
+                # h11 (when httptools is missing) bounds the request line and headers
+                # itself, with a plain 400: bound it beyond the app's own 431
+                h11_max_incomplete_event_size=settings.max_header_bytes + H11_REQUEST_LINE,
                 # sockets beyond this get uvicorn's plain 503; requests beyond
                 # max_connections get the app's JSON one (app.http.limits.Busy)
                 limit_concurrency=2 * settings.max_connections,

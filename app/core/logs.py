@@ -1,9 +1,14 @@
-"""Structured logs: one JSON object per line (or plain text), for the app and uvicorn."""
+"""Structured logs: one JSON object per line (or plain text), for the app and uvicorn.
+
+Text where a person reads them (the log's stream is a terminal), JSON for a log pipeline
+otherwise (:func:`log_format`); a setting given explicitly wins either way.
+"""
 
 from __future__ import annotations
 
 import faulthandler
 import logging
+import re
 import signal
 import sys
 import time
@@ -11,10 +16,13 @@ from typing import Any
 
 import orjson
 
-__all__ = ["JsonFormatter", "log_config"]
+__all__ = ["JsonFormatter", "log_config", "log_format"]
 
 # attributes every LogRecord has; anything else was passed with ``extra=``
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+# extras meant for a terminal only: uvicorn's message with ANSI colours
+_TERMINAL_ONLY = frozenset({"color_message"})
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class JsonFormatter(logging.Formatter):
@@ -26,17 +34,27 @@ class JsonFormatter(logging.Formatter):
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _ANSI.sub("", record.getMessage()),
         }
         if record.name == "uvicorn.access" and isinstance(record.args, tuple):
             client, method, path, _, status = (record.args + (None,) * 5)[:5]
             doc.update(client=client, method=method, path=path, status=status)
         for key, value in vars(record).items():
-            if key not in _STANDARD and key not in doc:
-                doc[key] = value
+            if key not in _STANDARD and key not in _TERMINAL_ONLY and key not in doc:
+                doc[key] = _ANSI.sub("", value) if isinstance(value, str) else value
         if record.exc_info:
             doc["error"] = self.formatException(record.exc_info)
         return orjson.dumps(doc, default=str).decode()
+
+
+def log_format(explicit: str | None, stream: Any = None) -> str:
+    """The log format: ``explicit`` when given, else ``text`` when ``stream`` (by default
+    stderr, where the log goes) is a terminal and ``json`` when it is not."""
+    if explicit is not None:
+        return explicit
+    stream = sys.stderr if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return "text" if isatty is not None and isatty() else "json"
 
 
 def log_config(level: str, fmt: str) -> dict[str, Any]:

@@ -31,6 +31,21 @@ class Settings(BaseSettings):
     key_prefix: str = Field(default="committee", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     max_batch_items: int = Field(default=10_000, ge=1)
+    max_json_depth: int = Field(
+        default=64,
+        ge=16,
+        le=512,
+        description="nesting of arrays and objects in a request body (422 beyond)",
+    )
+    max_headers: int = Field(
+        default=100, ge=16, le=10_000, description="header fields of a request (431 beyond)"
+    )
+    max_header_bytes: int = Field(
+        default=32 * 1024,
+        ge=4 * 1024,
+        le=1024 * 1024,
+        description="bytes of a request's header names and values together (431 beyond)",
+    )
     max_models: int = Field(
         default=1_000, ge=1, description="models a worker keeps in memory at most"
     )
@@ -157,7 +172,7 @@ class Settings(BaseSettings):
         description="allocations between the garbage collector's young collections "
         "(0: Python's own, 700)",
     )
-    # -- security: see the README's "Security" --------------------------------------
+    # -- security: see docs/security.rst ---------------------------------------------
     admin_key: str | None = Field(
         default=None,
         repr=False,

@@ -32,10 +32,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
-from app.core.names import TrialId
-from app.http.schemas import EXAMPLE_INSTANCE, INT64, MAX_LABEL_LENGTH, Label
-from models.inputs.batch import RawExperts, RawFeatures
-from models.kernels.jsontext import (
+from app.core.jsontext import (
     FORM_EXPERTS,
     FORM_FEATURES,
     KIND_FALSE,
@@ -46,6 +43,9 @@ from models.kernels.jsontext import (
     batch_members,
     trial_members,
 )
+from app.core.names import TrialId
+from app.http.schemas import EXAMPLE_INSTANCE, INT64, MAX_LABEL_LENGTH, Label
+from models.inputs.batch import RawExperts, RawFeatures
 from storage.keys import valid_trial_id
 
 __all__ = [

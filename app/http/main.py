@@ -21,7 +21,7 @@ from app.http import openapi
 from app.http.error_status import MAPPED, error_body
 from app.http.fastpath import TrialFastPath
 from app.http.guard import Guard
-from app.http.limits import BodyLimit, Busy
+from app.http.limits import BodyLimit, Busy, HeaderLimit
 from app.http.metrics import RequestMetrics
 from app.http.permissions import RouteTable
 from app.http.routers import (
@@ -121,8 +121,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # outermost last: metrics see every answer; CORS answers preflights before the guard
     app.add_middleware(TrialFastPath)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, max_depth=settings.max_json_depth
+    )
     app.add_middleware(Guard, settings=settings)
+    app.add_middleware(
+        HeaderLimit,
+        max_headers=settings.max_headers,
+        max_header_bytes=settings.max_header_bytes,
+    )
     app.add_middleware(Busy, most=settings.max_connections)
     if settings.cors_origins:
         app.add_middleware(

@@ -135,7 +135,11 @@ ERRORS: dict[str, dict[int, str]] = {
     "POST /v1/models/{name}/learn/batch": {**_TRIAL, 409: _AGAIN},
     "POST /v1/keys": {413: _BODY, 422: "a field does not fit the schema", 503: _REDIS},
     "GET /v1/keys": {503: _REDIS},
-    "DELETE /v1/keys/{key_id}": {404: "no key of this id", 503: _REDIS},
+    "DELETE /v1/keys/{key_id}": {
+        404: "no key of this id",
+        409: "the key is the one making the request, or the last admin key on every model",
+        503: _REDIS,
+    },
     "GET /v1/audit": {422: "limit or before does not fit", 503: _REDIS},
 }
 # what the guard (app.http.guard) answers, by the scope an operation needs
@@ -145,7 +149,8 @@ _GUARD = {
     403: "the key's scope does not allow this operation",
     429: "the key's rate limit (requests or trials per second) or its max_models",
 }
-_UNSUPPORTED = "the body is not application/json"
+_UNSUPPORTED = "the body is not application/json, or has a Content-Encoding"
+_HEADERS = "the request has more than max_headers header fields, or more than max_header_bytes"
 _OTHER_TENANT = "or the model is outside the key's models"
 
 _RETRY_AFTER = {"description": "seconds to wait", "schema": {"type": "integer", "minimum": 0}}
@@ -385,15 +390,29 @@ def complete(doc: dict[str, Any], settings: Settings, routes: dict[str, Access])
             allowed = routes[key]
             if allowed.scope is not None:
                 op["security"] = [{"bearer": []}, {}]  # {}: while auth is off
-            errors = _guarded(method.upper(), allowed, {503: _BUSY, **ERRORS[key]})
+            errors = _guarded(method.upper(), allowed, {431: _HEADERS, 503: _BUSY, **ERRORS[key]})
             op["responses"].update({str(c): _response(c, w) for c, w in sorted(errors.items())})
             for p in op.get("parameters", []):
                 if p["in"] == "path" and p["name"] == "name":
                     p["schema"]["examples"] = [EXAMPLE_MODEL["name"]]
+    _exact_integer_bounds(doc)
     if set(ERRORS) - seen:
         raise LookupError(
             f"app.http.openapi.ERRORS names no operation: {sorted(set(ERRORS) - seen)}"
         )
+
+
+def _exact_integer_bounds(doc: dict[str, Any]) -> None:
+    """The bounds of integers as integers: FastAPI's document model keeps every bound as a
+    float (2**63 would be written ``9.223372036854776e+18``). The API's integer bounds are
+    exact as floats (powers of two, 10**9), so each is the integer it was declared as."""
+    for node in _walk(doc):
+        if node.get("type") != "integer":
+            continue
+        for bound in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            v = node.get(bound)
+            if isinstance(v, float) and v.is_integer():
+                node[bound] = int(v)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.core.names import Name
 
@@ -17,15 +17,48 @@ MAX_LABEL_LENGTH = 256
 INT64 = 2**63
 
 
+EXACT_FLOATS = 2**53  # the integers a float holds exactly, and no others beside
+
+
+def _integral(v: Any) -> Any:
+    """``v`` as an int when it is a float with no fraction (JSON Schema's integers include
+    2.0), else as it came (a strict int refuses it: a boolean, a string, 2.5). Only below
+    2**53: a float beyond stands for many integers (an integer beyond 64 bits, which a
+    body's reader gives as a float, among them)."""
+    if type(v) is float and v.is_integer() and abs(v) <= EXACT_FLOATS:
+        return int(v)
+    return v
+
+
+#: after ``Field(strict=True, <bounds>)``: an integer as JSON Schema has it, 2 or 2.0,
+#: never true or "2" (after the bounds, so that the document states them)
+AS_INT = BeforeValidator(_integral)
+#: a number: an integer or a float, never true or "2"
+JsonNumber = Annotated[float, Field(strict=True)]
 Label = (
     Annotated[str, Field(strict=True, max_length=MAX_LABEL_LENGTH)]
-    | Annotated[int, Field(strict=True, ge=-INT64, lt=INT64)]
+    | Annotated[int, Field(strict=True, ge=-INT64, lt=INT64), AS_INT]
 )
+
+
+def up_to_pattern(most: int) -> str:
+    """A regular expression of the decimal numbers 0 to ``most``, without leading zeros:
+    the shorter numbers, then those as long as ``most`` that are smaller at some digit."""
+    top = str(most)
+    parts = ["0"] if len(top) == 1 else ["0", rf"[1-9]\d{{0,{len(top) - 2}}}"]
+    for i, digit in enumerate(top):
+        low = "1" if i == 0 else "0"
+        if digit > low:
+            parts.append(rf"{top[:i]}[{low}-{int(digit) - 1}]\d{{{len(top) - i - 1}}}")
+    parts.append(top)
+    return "(?:" + "|".join(parts) + ")"
+
+
 ModelName = Annotated[Name, Field(examples=["pets"])]
 MAX_LABELS = 4096
 MAX_TTL = 30 * 86400.0
 STORED_INTS = (-(2**63), 2**64 - 1)  # the integers the store keeps (orjson's range)
-# The README's example with two attributes, which the examples below fit (the OpenAPI
+# An example model with two attributes, which the examples below fit (the OpenAPI
 # contract test creates it).
 EXAMPLE_MODEL: dict[str, Any] = {
     "name": "pets",
@@ -128,13 +161,11 @@ class ModelCreate(_In):
     learner: Document = Field(
         description="a learner spec, see GET /v1/learners", examples=[{"kind": "committee"}]
     )
-    label_ttl: float = Field(
+    label_ttl: JsonNumber = Field(
         86400.0, gt=0, le=MAX_TTL, description="seconds a prediction waits for its label"
     )
-    max_active: int | None = Field(
+    max_active: Annotated[int, Field(strict=True, ge=1, le=2**26), AS_INT] | None = Field(
         None,
-        ge=1,
-        le=2**26,
         description="the most non-zero values one instance may have, as the learner reads it "
         "(attributes, or sub-expert votes): learners that keep instances (recycling, "
         "V-Combine) are budgeted for it. Null: the whole input size",
@@ -178,8 +209,10 @@ class ModelFork(_In):
     learner: Document | None = Field(
         None, description="another learner spec, trained on the source's log (null: the source's)"
     )
-    label_ttl: float | None = Field(None, gt=0, le=MAX_TTL, description="null: the source's")
-    max_active: int | None = Field(None, ge=1, le=2**26, description="null: the source's")
+    label_ttl: JsonNumber | None = Field(None, gt=0, le=MAX_TTL, description="null: the source's")
+    max_active: Annotated[int, Field(strict=True, ge=1, le=2**26), AS_INT] | None = Field(
+        None, description="null: the source's"
+    )
 
 
 class BacktestCreate(_In):
@@ -433,15 +466,20 @@ class StatsPublic(BaseModel):
 # -- API keys and the audit log -------------------------------------------------------
 
 GLOB_PATTERN = r"^[A-Za-z0-9_.*?\[\]!-]{1,64}$"
+_U64 = up_to_pattern(2**64 - 1)
+#: an entry id of the audit stream, ``<ms>-<n>``: two 64-bit numbers (a Redis stream's)
+AUDIT_ID = rf"^{_U64}-{_U64}$"
 
 
 class KeyLimits(_In):
     """A key's own limits; each one left out is its scope's default."""
 
-    requests_per_second: float | None = Field(None, gt=0, le=1e9)
-    trials_per_second: float | None = Field(None, gt=0, le=1e9)
-    burst: float | None = Field(None, gt=0, le=3600, description="seconds of its rate at once")
-    max_models: int | None = Field(None, ge=1, le=10**9, description="models it may make")
+    requests_per_second: JsonNumber | None = Field(None, gt=0, le=1e9)
+    trials_per_second: JsonNumber | None = Field(None, gt=0, le=1e9)
+    burst: JsonNumber | None = Field(None, gt=0, le=3600, description="seconds of its rate at once")
+    max_models: Annotated[int, Field(strict=True, ge=1, le=10**9), AS_INT] | None = Field(
+        None, description="models it may make"
+    )
 
 
 class KeyCreate(_In):
@@ -454,7 +492,7 @@ class KeyCreate(_In):
     models: str = Field(
         "*", pattern=GLOB_PATTERN, description="glob of the model names the key reaches"
     )
-    name: str = Field("", max_length=100, description="what the key is for")
+    name: str = Field("", strict=True, max_length=100, description="what the key is for")
     limits: KeyLimits | None = None
 
 

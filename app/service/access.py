@@ -274,6 +274,15 @@ class Auth:
         if self._watch is not None:
             await self._watch
 
+    async def revoke(self, principal: Principal, key_id: str) -> bool:
+        """Revoke the key ``key_id`` for ``principal`` (False: no such key), then read
+        the table again so this worker refuses it at once. Never the principal's own key,
+        nor the last admin key on every model: :class:`~storage.errors.Conflict` (409)."""
+        revoked = await self.store.revoke(key_id, by=principal.who()[0])
+        if revoked:
+            await self.keyring.reload()
+        return revoked
+
     def admit_trials(self, key: ApiKey) -> Admit:
         """What a trial call runs with its item count before applying them."""
 

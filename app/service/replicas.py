@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Protocol, TypeVar
 
 import orjson
@@ -164,22 +164,6 @@ class Replicas:
     def evict(self, name: str) -> LiveModel | None:
         """Forget whatever copy of ``name`` is in memory; returns it."""
         return self._live.pop(name, None)
-
-    async def script(
-        self, name: str, call: Callable[[LiveModel], Awaitable[T]]
-    ) -> tuple[LiveModel, T]:
-        """Run one script call; reload the model and retry when this worker's copy is
-        of a deleted incarnation or too far behind. The script writes nothing then, and
-        ``call`` derives what it sends (classes, instances) from the model it is given."""
-        for attempt in range(3):
-            m = await self.live(name)
-            try:
-                return m, await call(m)
-            except (ModelNotFound, LogGap):
-                self.drop(m)
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
 
     async def catch_up(
         self,
@@ -340,6 +324,14 @@ class Replicas:
         return (time.monotonic() - m.synced_at) * 1000 > self.settings.max_staleness_ms
 
     async def fresh(self, name: str) -> LiveModel:
-        """The model, caught up with its log now."""
-        _, m = await self.script(name, self.sync)
-        return m
+        """The model, caught up with its log now (reloaded when this worker's copy is of
+        a deleted incarnation or too far behind)."""
+        for attempt in range(3):
+            m = await self.live(name)
+            try:
+                return await self.sync(m)
+            except (ModelNotFound, LogGap):
+                self.drop(m)
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")

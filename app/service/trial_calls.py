@@ -51,6 +51,10 @@ _EARLIER = "Idempotency-Key was used with a model of this name that has been del
 GATHER_MOST = 16
 # judgements a model keeps for reuse at most (k x k x 2 there are)
 JUDGEMENTS_MOST = 4096
+# script calls of one label or learn call at most: a worker's copy of a deleted
+# incarnation, or one too far behind the log, is reloaded and the call sent again (the
+# script writes nothing then)
+ATTEMPTS = 3
 
 
 class Judgement(dict[str, Any]):
@@ -310,38 +314,26 @@ class TrialCalls:
 
     async def label(self, name: str, items: Sequence[tuple[str, Any]]) -> list[Result]:
         """Label pending trials, in order; each is applied at most once."""
-
-        async def attempt(m: LiveModel) -> tuple[list[Result], list[Any], Any]:
-            # class indices of the incarnation the script then checks
-            out: list[Result] = []
-            todo: list[tuple[int, str, int]] = []
-            for again in (False, True):
-                out, todo = [], []
-                for i, (trial_id, label) in enumerate(items):
-                    try:
-                        todo.append((i, trial_id, self._class(m, label, "label")))
-                        out.append({})
-                    except BadInput as e:
-                        out.append(e)
-                if again or not await self._changed(m, out):
-                    break
+        for attempt in range(ATTEMPTS):
+            m = await self.replicas.live(name)
+            out, todo = await self._label_items(m, items)
             if not todo:
-                return out, todo, None
-            got = await self.store.label(
-                name,
-                m.incarnation,
-                m.version,
-                fold=m.fold_payload(),
-                limit=TRIAL_LIMIT,
-                items=[(t, y) for _, t, y in todo],
-                seen=m.stamp,
-            )
-            return out, todo, got
-
-        m, (out, todo, got) = await self.replicas.script(name, attempt)
-        if got is None:
-            return out
-        sync, results = got
+                return out
+            try:
+                sync, results = await self.store.label(
+                    name,
+                    m.incarnation,
+                    m.version,
+                    fold=m.fold_payload(),
+                    limit=TRIAL_LIMIT,
+                    items=[(t, y) for _, t, y in todo],
+                    seen=m.stamp,
+                )
+                break
+            except (ModelNotFound, LogGap):  # a deleted incarnation, or too far behind
+                self.replicas.drop(m)
+                if attempt == ATTEMPTS - 1:
+                    raise
         # the labels applied, the log's last entries in order (the store checks)
         applied = [r.seq for r in results if r.status == "ok"]
         own = [
@@ -371,6 +363,26 @@ class TrialCalls:
             else:
                 out[i] = TrialNotFound(f"no pending trial {t!r} (unknown or long expired)")
         return out
+
+    async def _label_items(
+        self, m: LiveModel, items: Sequence[tuple[str, Any]]
+    ) -> tuple[list[Result], list[tuple[int, str, int]]]:
+        """Each item's answer so far (an error, or {} for a label to apply) and the labels
+        to apply, (position, trial id, class): class indices of ``m``'s incarnation, which
+        the script then checks."""
+        out: list[Result] = []
+        todo: list[tuple[int, str, int]] = []
+        for again in (False, True):
+            out, todo = [], []
+            for i, (trial_id, label) in enumerate(items):
+                try:
+                    todo.append((i, trial_id, self._class(m, label, "label")))
+                    out.append({})
+                except BadInput as e:
+                    out.append(e)
+            if again or not await self._changed(m, out):
+                break
+        return out, todo
 
     async def _updated(self, m: LiveModel, trial_id: str, seq: int) -> bool:
         """Whether applying log entry ``seq`` updated the learner, when neither its stored
@@ -408,7 +420,8 @@ class TrialCalls:
         """Several learn requests in one script call, in order; a request with an
         idempotency key is appended at most once (its retries get the first answer)."""
 
-        async def attempt(m: LiveModel) -> tuple[list[list[Result]], list[Todo], Any]:
+        for attempt in range(ATTEMPTS):
+            m = await self.replicas.live(name)
             # instances and class indices of the incarnation the script then checks
             outs: list[list[Result]] = []
             todos: list[Todo] = []
@@ -417,7 +430,7 @@ class TrialCalls:
                 if again or not await self._changed(m, [o for out in outs for o in out]):
                     break
             if not any(todos) and all(idem is None for idem, _ in requests):
-                return outs, todos, None
+                return outs
             compact = self.settings.compact_votes
             groups = [
                 LearnGroup(
@@ -432,22 +445,22 @@ class TrialCalls:
                 )
                 for (idem, _), todo in zip(requests, todos, strict=True)
             ]
-            got = await self.store.learn(
-                name,
-                m.incarnation,
-                m.version,
-                fold=m.fold_payload(),
-                limit=TRIAL_LIMIT,
-                keep_ms=m.ttl_ms,
-                groups=groups,
-                seen=m.stamp,
-            )
-            return outs, todos, got
-
-        m, (outs, todos, got) = await self.replicas.script(name, attempt)
-        if got is None:
-            return outs
-        sync, results = got
+            try:
+                sync, results = await self.store.learn(
+                    name,
+                    m.incarnation,
+                    m.version,
+                    fold=m.fold_payload(),
+                    limit=TRIAL_LIMIT,
+                    keep_ms=m.ttl_ms,
+                    groups=groups,
+                    seen=m.stamp,
+                )
+                break
+            except (ModelNotFound, LogGap):  # a deleted incarnation, or too far behind
+                self.replicas.drop(m)
+                if attempt == ATTEMPTS - 1:
+                    raise
         own = [
             (r.first, [(x, y) for _, x, y in todo], idem.key if idem else "")
             for (idem, _), todo, r in zip(requests, todos, results, strict=True)

@@ -328,7 +328,7 @@ def _mapped(
 @dataclass(slots=True)  # not frozen: made for each trial, and frozen costs twice
 class _RawPayload:
     """The payload ``{MEMBER: <object>}`` whose object is ``text[start:end]``, JSON that
-    :func:`models.kernels.jsontext.members` has read (so any JSON parser reads it to the
+    :func:`app.core.jsontext.members` has read (so any JSON parser reads it to the
     same document)."""
 
     MEMBER: ClassVar[str]

@@ -1,5 +1,7 @@
-"""Compiled readers of JSON text (numba, cached on disk), for the request bodies the
-service reads thousands of times a second.
+"""Compiled readers of JSON text (numba, cached on disk): the lexer, and the readers of an
+instance's payload from its text (the votes of an ``experts`` object, the values of a
+``features`` object), for the payloads the service reads thousands of times a second.
+The request bodies around them are read by :mod:`app.core.jsontext`, on this lexer.
 
 They read a strict subset of JSON: ASCII text, strings without escapes, integers of at
 most 18 digits and numbers whose decimal mantissa and exponent allow an exact conversion
@@ -21,8 +23,6 @@ from numba import njit
 from models.kernels.instances import close_row, vote_rows
 
 __all__ = [
-    "FORM_EXPERTS",
-    "FORM_FEATURES",
     "KIND_ARRAY",
     "KIND_FALSE",
     "KIND_FLOAT",
@@ -32,30 +32,28 @@ __all__ = [
     "KIND_STRING",
     "KIND_TRUE",
     "MAX_DEPTH",
-    "MAX_MEMBERS",
+    "REFUSED",
     "SCAN",
     "UNCOUNTED",
-    "batch_members",
-    "members",
+    "literal",
+    "member_key",
     "read_feature_row",
     "read_features",
     "read_vote_row",
     "read_vote_rows",
     "read_votes",
-    "trial_members",
+    "skip_ws",
+    "value_end",
 ]
 
 KIND_STRING, KIND_INT, KIND_FLOAT, KIND_OBJECT = 0, 1, 2, 3
 KIND_ARRAY, KIND_TRUE, KIND_FALSE, KIND_NULL = 4, 5, 6, 7
 MAX_DEPTH = 32  # deeper nesting is refused
-MAX_MEMBERS = 8  # members: an object of more is refused (a trial body has at most 5)
 SCAN = 32  # a name is looked for this many places on from where it is expected, no further
 # scores held for the votes of some objects without counting their members first (beyond,
 # the votes are counted, so a long text of few votes takes little memory)
 UNCOUNTED = 1 << 14
 REFUSED = -1
-# what an instance alone is, as trial_members finds it: {"experts": {...}} or {"features": {...}}
-FORM_EXPERTS, FORM_FEATURES = 0, 1
 
 # exact powers of ten: every one up to 1e22 is a double
 _POW10 = np.array([float(10**i) for i in range(23)])
@@ -66,14 +64,10 @@ _MINUS, _PLUS, _DOT, _ZERO, _NINE = 45, 43, 46, 48, 57
 _TRUE = np.frombuffer(b"true", dtype=np.uint8)
 _FALSE = np.frombuffer(b"false", dtype=np.uint8)
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
-_INSTANCE = np.frombuffer(b"instance", dtype=np.uint8)
-_EXPERTS = np.frombuffer(b"experts", dtype=np.uint8)
-_FEATURES = np.frombuffer(b"features", dtype=np.uint8)
-_ITEMS = np.frombuffer(b"items", dtype=np.uint8)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _ws(b: np.ndarray, i: int, end: int) -> int:
+def skip_ws(b: np.ndarray, i: int, end: int) -> int:
     """The position of the first non-whitespace byte at or after ``i``."""
     while i < end:
         c = b[i]
@@ -176,7 +170,7 @@ def _number(b: np.ndarray, i: int, end: int) -> tuple[int, int, float]:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _literal(b: np.ndarray, i: int, end: int, word: np.ndarray) -> int:
+def literal(b: np.ndarray, i: int, end: int, word: np.ndarray) -> int:
     n = word.size
     if i + n > end:
         return REFUSED
@@ -197,16 +191,16 @@ def _scalar(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
         j, kind, _, _, _ = _lexeme(b, i, end)
         return j, kind
     if c == 116:
-        return _literal(b, i, end, _TRUE), KIND_TRUE
+        return literal(b, i, end, _TRUE), KIND_TRUE
     if c == 102:
-        return _literal(b, i, end, _FALSE), KIND_FALSE
+        return literal(b, i, end, _FALSE), KIND_FALSE
     if c == 110:
-        return _literal(b, i, end, _NULL), KIND_NULL
+        return literal(b, i, end, _NULL), KIND_NULL
     return REFUSED, KIND_NULL
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _member_key(b: np.ndarray, i: int, end: int) -> tuple[int, int, int]:
+def member_key(b: np.ndarray, i: int, end: int) -> tuple[int, int, int]:
     """``(k0, k1, v0)`` of the member whose key opens at ``i``: the key at ``b[k0:k1]``
     without its quotes, the value at ``v0`` (past the colon and whitespace); ``v0``
     REFUSED when no key and colon are there."""
@@ -217,21 +211,21 @@ def _member_key(b: np.ndarray, i: int, end: int) -> tuple[int, int, int]:
     if i < 0:
         return 0, 0, REFUSED
     k1 = i - 1
-    i = _ws(b, i, end)
+    i = skip_ws(b, i, end)
     if i >= end or b[i] != _COLON:
         return 0, 0, REFUSED
-    return k0, k1, _ws(b, i + 1, end)
+    return k0, k1, skip_ws(b, i + 1, end)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _key(b: np.ndarray, i: int, end: int) -> int:
     """The position of the value of the member whose key opens at ``i`` (past the key,
     the colon and whitespace); REFUSED when no key and colon are there."""
-    return _member_key(b, i, end)[2]
+    return member_key(b, i, end)[2]
 
 
 @njit(cache=True, nogil=True)
-def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
+def value_end(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
     """``(end, kind)`` of the value at ``i`` (``i`` at its first byte), checked through
     all its nesting; end REFUSED when it is not read."""
     c = b[i] if i < end else 0
@@ -250,7 +244,7 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
                 return REFUSED, kind
             stack[depth] = _RBRACE if c == _LBRACE else _RBRACKET
             depth += 1
-            i = _ws(b, i + 1, end)
+            i = skip_ws(b, i + 1, end)
             if i < end and b[i] == stack[depth - 1]:  # empty
                 depth -= 1
                 i += 1
@@ -265,7 +259,7 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
                 return REFUSED, kind
         # after a value inside the open containers: a comma or closing bytes
         while depth > 0:
-            i = _ws(b, i, end)
+            i = skip_ws(b, i, end)
             if i >= end:
                 return REFUSED, kind
             if b[i] == stack[depth - 1]:
@@ -274,7 +268,7 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
                 continue
             if b[i] != _COMMA:
                 return REFUSED, kind
-            i = _ws(b, i + 1, end)
+            i = skip_ws(b, i + 1, end)
             if stack[depth - 1] == _RBRACE:
                 i = _key(b, i, end)
             if i < 0 or i >= end:
@@ -282,223 +276,6 @@ def _value(b: np.ndarray, i: int, end: int) -> tuple[int, int]:
             break
         if depth == 0:
             return i, kind
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _named(b: np.ndarray, spans: np.ndarray, n: int, k0: int, k1: int) -> bool:
-    """Whether one of the first ``n`` members in ``spans`` has the key ``b[k0:k1]``."""
-    for j in range(n):
-        if spans[j, 1] - spans[j, 0] == k1 - k0:
-            same = True
-            for t in range(k1 - k0):
-                if b[spans[j, 0] + t] != b[k0 + t]:
-                    same = False
-                    break
-            if same:
-                return True
-    return False
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _after_member(b: np.ndarray, v1: int, end: int) -> tuple[int, bool]:
-    """``(i, more)`` after a member's value ending at ``v1``: the next member's key at
-    ``i`` (``more``), or ``i`` just past the object's closing brace; ``i`` REFUSED when
-    neither a comma nor the brace follows."""
-    i = _ws(b, v1, end)
-    if i < end and b[i] == _COMMA:
-        return _ws(b, i + 1, end), True
-    if i < end and b[i] == _RBRACE:
-        return i + 1, False
-    return REFUSED, False
-
-
-@njit(cache=True, nogil=True)
-def _object(b: np.ndarray, start: int, end: int) -> tuple[int, int, np.ndarray]:
-    """``(n, i, spans)``: :func:`members` of the object at ``b[start:end]``, and ``i``
-    just past its closing brace."""
-    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
-    i = _ws(b, start, end)
-    if i >= end or b[i] != _LBRACE:
-        return REFUSED, i, spans
-    i = _ws(b, i + 1, end)
-    if i < end and b[i] == _RBRACE:
-        return 0, i + 1, spans
-    n, more = 0, True
-    while more:
-        k0, k1, v0 = _member_key(b, i, end)
-        if v0 < 0:
-            return REFUSED, i, spans
-        v1, kind = _value(b, v0, end)
-        # a key given twice, or more than MAX_MEMBERS (so the check for keys given twice
-        # stays short)
-        if v1 < 0 or _named(b, spans, n, k0, k1) or n == MAX_MEMBERS:
-            return REFUSED, i, spans
-        spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
-        n += 1
-        i, more = _after_member(b, v1, end)
-        if i < 0:
-            return REFUSED, i, spans
-    return n, i, spans
-
-
-@njit(cache=True, nogil=True)
-def members(b: np.ndarray, start: int, end: int, whole: bool) -> tuple[int, np.ndarray]:
-    """``(n, spans)``: the members of the object at ``b[start:end]`` (after whitespace),
-    each checked through all its nesting: row ``j < n`` of ``spans`` is (key start, key
-    end, value start, value end, value kind), the key without its quotes. With ``whole``
-    nothing but whitespace may follow the object. ``n`` is REFUSED when the text is not read, a key
-    comes twice, or there are more than MAX_MEMBERS (so the check for keys given twice
-    stays short)."""
-    n, i, spans = _object(b, start, end)
-    if n >= 0 and whole and _ws(b, i, end) != end:
-        return REFUSED, spans
-    return n, spans
-
-
-@njit(cache=True, nogil=True)
-def _is(b: np.ndarray, a: int, z: int, word: np.ndarray) -> bool:
-    """Whether ``b[a:z]`` is ``word``."""
-    return z - a == word.size and _literal(b, a, z, word) == z
-
-
-@njit(cache=True, nogil=True)
-def _trial(b: np.ndarray, start: int, end: int) -> tuple[int, int, np.ndarray, int, int, int]:
-    """``(n, i, spans, e0, e1, form)``: :func:`_object` of a trial's object, whose member
-    ``instance``, when an object, is read as its members on the way (one pass over its
-    text): ``b[e0:e1]`` the object ``v`` when it is ``{"experts": v}`` alone
-    (FORM_EXPERTS) or ``{"features": v}`` alone (FORM_FEATURES), else (-1, -1, -1). An
-    instance :func:`members` refuses (a key twice, more than MAX_MEMBERS) refuses the
-    trial."""
-    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
-    e0, e1, form = -1, -1, -1
-    i = _ws(b, start, end)
-    if i >= end or b[i] != _LBRACE:
-        return REFUSED, i, spans, e0, e1, form
-    i = _ws(b, i + 1, end)
-    if i < end and b[i] == _RBRACE:
-        return 0, i + 1, spans, e0, e1, form
-    n, more = 0, True
-    while more:
-        k0, k1, v0 = _member_key(b, i, end)
-        if v0 < 0:
-            return REFUSED, i, spans, e0, e1, form
-        if v0 < end and b[v0] == _LBRACE and _is(b, k0, k1, _INSTANCE):
-            m, v1, inner = _object(b, v0, end)
-            kind = KIND_OBJECT
-            if m < 0:
-                v1 = REFUSED
-            elif m == 1 and inner[0, 4] == KIND_OBJECT:
-                if _is(b, inner[0, 0], inner[0, 1], _EXPERTS):
-                    e0, e1, form = inner[0, 2], inner[0, 3], FORM_EXPERTS
-                elif _is(b, inner[0, 0], inner[0, 1], _FEATURES):
-                    e0, e1, form = inner[0, 2], inner[0, 3], FORM_FEATURES
-        else:
-            v1, kind = _value(b, v0, end)
-        if v1 < 0 or _named(b, spans, n, k0, k1) or n == MAX_MEMBERS:
-            return REFUSED, i, spans, e0, e1, form
-        spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
-        n += 1
-        i, more = _after_member(b, v1, end)
-        if i < 0:
-            return REFUSED, i, spans, e0, e1, form
-    return n, i, spans, e0, e1, form
-
-
-@njit(cache=True, nogil=True)
-def trial_members(b: np.ndarray) -> tuple[int, np.ndarray, int, int, int]:
-    """``(n, spans, start, end, form)``: the members of the object ``b`` as
-    :func:`members` finds them, and ``b[start:end]`` the object ``v`` when member
-    ``instance`` is ``{"experts": v}`` or ``{"features": v}`` alone, ``form`` saying
-    which (else -1, -1, -1)."""
-    n, i, spans, start, end, form = _trial(b, 0, b.size)
-    if n >= 0 and _ws(b, i, b.size) != b.size:
-        n = REFUSED
-    return n, spans, start, end, form
-
-
-@njit(cache=True, nogil=True)
-def _grown(a: np.ndarray, room: int) -> np.ndarray:
-    """``a`` in an array of ``room`` rows, its own first."""
-    out = np.empty((room, *a.shape[1:]), dtype=a.dtype)
-    out[: a.shape[0]] = a
-    return out
-
-
-@njit(cache=True, nogil=True)
-def batch_members(
-    b: np.ndarray, most: int
-) -> tuple[int, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]:
-    """``(n, spans, m, counts, rows, instances)``: the members of the object ``b`` as
-    :func:`members` finds them and, when one is ``items``, an array of objects, its ``m``
-    elements: element ``t`` has ``counts[t]`` members ``rows[t, :counts[t]]`` (rows as
-    ``spans``), and ``instances[t]`` is (start, end, form) of its instance's ``experts``
-    or ``features`` object as :func:`trial_members` finds it. Each element is read as
-    :func:`trial_members` reads a trial, in the one pass over the text. ``m`` is REFUSED
-    (and then ``n`` too when it is not known) when no member ``items`` is an array, an
-    element is not an object or one that :func:`trial_members` refuses, or there are more
-    than ``most`` elements (the rows take a few hundred bytes each)."""
-    end = b.size
-    spans = np.empty((MAX_MEMBERS, 5), dtype=np.int64)
-    room = 16
-    counts = np.empty(room, dtype=np.int64)
-    rows = np.empty((room, MAX_MEMBERS, 5), dtype=np.int64)
-    instances = np.empty((room, 3), dtype=np.int64)
-    m = REFUSED  # elements of the member items, once it is read
-    i = _ws(b, 0, end)
-    if i >= end or b[i] != _LBRACE:
-        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-    i = _ws(b, i + 1, end)
-    n, more = 0, True
-    if i < end and b[i] == _RBRACE:
-        i, more = i + 1, False
-    while more:
-        k0, k1, v0 = _member_key(b, i, end)
-        if v0 < 0:
-            return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-        if v0 < end and b[v0] == _LBRACKET and _is(b, k0, k1, _ITEMS):
-            kind = KIND_ARRAY
-            m = 0
-            v1 = _ws(b, v0 + 1, end)
-            if v1 < end and b[v1] == _RBRACKET:
-                v1 += 1
-            else:
-                while True:  # the elements: objects, each a trial
-                    if v1 >= end or b[v1] != _LBRACE or m == most:
-                        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-                    k, v1, inner, e0, e1, form = _trial(b, v1, end)
-                    if k < 0:
-                        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-                    if m == room:
-                        room *= 2
-                        counts, rows, instances = (
-                            _grown(counts, room),
-                            _grown(rows, room),
-                            _grown(instances, room),
-                        )
-                    counts[m] = k
-                    rows[m, :k] = inner[:k]
-                    instances[m, 0], instances[m, 1], instances[m, 2] = e0, e1, form
-                    m += 1
-                    v1 = _ws(b, v1, end)
-                    if v1 < end and b[v1] == _COMMA:
-                        v1 = _ws(b, v1 + 1, end)
-                        continue
-                    if v1 < end and b[v1] == _RBRACKET:
-                        v1 += 1
-                        break
-                    return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-        else:
-            v1, kind = _value(b, v0, end)
-        if v1 < 0 or _named(b, spans, n, k0, k1) or n == MAX_MEMBERS:
-            return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-        spans[n, 0], spans[n, 1], spans[n, 2], spans[n, 3], spans[n, 4] = k0, k1, v0, v1, kind
-        n += 1
-        i, more = _after_member(b, v1, end)
-        if i < 0:
-            return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-    if _ws(b, i, end) != end:
-        return REFUSED, spans, REFUSED, counts[:0], rows[:0], instances[:0]
-    return n, spans, m, counts[:m], rows[:m], instances[:m]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -528,7 +305,7 @@ def _find(b: np.ndarray, a: int, z: int, blob: np.ndarray, ptr: np.ndarray, gues
 @njit(cache=True, nogil=True)
 def _count(b: np.ndarray, i: int, end: int) -> int:
     """The members of the object at ``i``, in text :func:`_value` has read."""
-    i = _ws(b, i, end)
+    i = skip_ws(b, i, end)
     if i >= end or b[i] != _LBRACE:
         return 0
     depth, n, empty = 0, 0, True
@@ -576,7 +353,7 @@ def _member(
     if j < 0 or last[j] == mark:
         return REFUSED, -1
     last[j] = mark
-    return _ws(b, _ws(b, i, end) + 1, end), j  # past the colon
+    return skip_ws(b, skip_ws(b, i, end) + 1, end), j  # past the colon
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -700,8 +477,8 @@ def read_votes(
     n = 0
     for t in range(starts.size):
         end = ends[t]
-        i = _ws(b, starts[t], end) + 1  # past the object's brace
-        i = _ws(b, i, end)
+        i = skip_ws(b, starts[t], end) + 1  # past the object's brace
+        i = skip_ws(b, i, end)
         if i >= end or b[i] == _RBRACE:
             return REFUSED, expert, row, scores
         guess = 0
@@ -712,7 +489,7 @@ def read_votes(
             guess = e + 1
             c = b[i]
             if c == _LBRACE:
-                i = _ws(b, i + 1, end)
+                i = skip_ws(b, i + 1, end)
                 if b[i] == _RBRACE:
                     return REFUSED, expert, row, scores
                 label = 0
@@ -725,13 +502,13 @@ def read_votes(
                     if i < 0:
                         return REFUSED, expert, row, scores
                     scores[n, cls] = value
-                    i = _ws(b, i, end)
+                    i = skip_ws(b, i, end)
                     if b[i] == _RBRACE:
                         i += 1
                         break
-                    i = _ws(b, i + 1, end)  # past the comma
+                    i = skip_ws(b, i + 1, end)  # past the comma
             elif c == _LBRACKET:
-                i = _ws(b, i + 1, end)
+                i = skip_ws(b, i + 1, end)
                 j = 0
                 while True:
                     i, value = _score(b, i, end)
@@ -739,11 +516,11 @@ def read_votes(
                         return REFUSED, expert, row, scores
                     scores[n, j] = value
                     j += 1
-                    i = _ws(b, i, end)
+                    i = skip_ws(b, i, end)
                     if b[i] == _RBRACKET:
                         i += 1
                         break
-                    i = _ws(b, i + 1, end)
+                    i = skip_ws(b, i + 1, end)
                 if j != k:
                     return REFUSED, expert, row, scores
             elif c == _QUOTE or (int_labels and (c == _MINUS or _ZERO <= c <= _NINE)):  # a label
@@ -759,10 +536,10 @@ def read_votes(
                 return REFUSED, expert, row, scores
             expert[n], row[n] = e, t
             n += 1
-            i = _ws(b, i, end)
+            i = skip_ws(b, i, end)
             if b[i] == _RBRACE:
                 break
-            i = _ws(b, i + 1, end)  # past the comma
+            i = skip_ws(b, i + 1, end)  # past the comma
     return n, expert, row, scores
 
 
@@ -791,11 +568,11 @@ def read_features(
     w = 0
     for t in range(n):
         end, first, good, ascending = ends[t], w, True, True
-        i = _ws(b, starts[t], end)
+        i = skip_ws(b, starts[t], end)
         if i >= end or b[i] != _LBRACE:
             ptr[t + 1] = w
             continue
-        i = _ws(b, i + 1, end)
+        i = skip_ws(b, i + 1, end)
         empty = i < end and b[i] == _RBRACE
         while good and not empty:
             if i >= end or b[i] != _QUOTE:
@@ -810,11 +587,11 @@ def read_features(
             if digits == 0 or digits > 18 or index >= d or i >= end or b[i] != _QUOTE:
                 good = False
                 break
-            i = _ws(b, i + 1, end)
+            i = skip_ws(b, i + 1, end)
             if i >= end or b[i] != _COLON:
                 good = False
                 break
-            i, x = _score(b, _ws(b, i + 1, end), end)
+            i, x = _score(b, skip_ws(b, i + 1, end), end)
             if i < 0 or w == room:
                 good = False
                 break
@@ -822,9 +599,9 @@ def read_features(
                 ascending = False
             idx[w], val[w] = index, x
             w += 1
-            i = _ws(b, i, end)
+            i = skip_ws(b, i, end)
             if i < end and b[i] == _COMMA:
-                i = _ws(b, i + 1, end)
+                i = skip_ws(b, i + 1, end)
             elif i < end and b[i] == _RBRACE:
                 break
             else:

@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
+from harness.redis_cluster import sync_client
 
 from app.service.live_model import LiveModel
-from storage.cluster_server import sync_client
 from storage.codec import decode_entry, encode_instance
 from storage.keys import Keys
 

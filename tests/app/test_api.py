@@ -453,7 +453,6 @@ def test_learn_batch_with_odd_items_equals_single_trials(
     "bad",
     [
         {"instance": {"features": {"1": 1.0}}, "label": True},
-        {"instance": {"features": {"1": 1.0}}, "label": 1.0},
         {"instance": {"features": {"1": 1.0}, "other": 1}, "label": 1},
         {"instance": {"features": {"1": 1.0}}, "label": 1, "more": 2},
         {"instance": {"experts": [1]}, "label": 1},

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.core.errors import BadInput, TrialNotFound
+from app.core.jsontext import batch_members
 from app.http import bodies
 from app.http.bodies import _alike
 from app.http.error_status import item_error
@@ -30,7 +31,6 @@ from app.http.routers.trials import (
 )
 from app.service.trial_calls import Judgement
 from models.inputs.batch import RawExperts, RawFeatures
-from models.kernels.jsontext import batch_members
 
 RAW = (RawExperts, RawFeatures)
 

@@ -29,9 +29,9 @@ from _procs import (
 )
 from _server import ServerThread
 from _workers import from_each_worker
+from harness.redis_cluster import LocalSentinel, RedisCluster
 
 from app.core.settings import Settings
-from storage.cluster_server import LocalSentinel, RedisCluster
 from storage.keys import Keys
 from storage.topology import SentinelConnection, parse_topology
 

@@ -22,11 +22,11 @@ import orjson
 import pytest
 from _procs import assert_same_state, replay
 from _proxy import Proxy
+from harness.redis_cluster import LocalSentinel, sync_client
 
 from app.core.settings import Settings
 from app.service.model_service import ModelService
 from storage.client import close, connect
-from storage.cluster_server import LocalSentinel, sync_client
 from storage.errors import Unavailable
 from storage.repository import ModelStore
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 import redis
 from _server import ServerThread
+from harness.redis_cluster import sync_client
 
 from app.core.settings import Settings
 from app.service.gather import Gather
-from storage.cluster_server import sync_client
 
 pytestmark = pytest.mark.anyio
 

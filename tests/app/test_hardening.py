@@ -16,11 +16,11 @@ import numpy as np
 import orjson
 import pytest
 import websockets
+from harness.redis_cluster import sync_client
 
 from app.core.settings import Settings
 from models.core.learner import UpdateRefused
 from models.registry import build
-from storage.cluster_server import sync_client
 from storage.keys import Keys
 
 PETS = {

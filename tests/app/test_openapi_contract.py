@@ -24,9 +24,7 @@ from app.http.schemas import EXAMPLE_MODEL
 
 # What a request that fits the schema may still be answered, beyond 2xx, by operation.
 # Each 404 and 409 is a fact about the data (no such model or trial; a name, trial or
-# Idempotency-Key in use); each 422 is a rule JSON Schema cannot state, named below. One
-# holds for every label sent with a trial: JSON Schema's integers include 1.0, while the
-# service takes an integer label only as written (1), which keeps 1.0 from meaning 1.
+# Idempotency-Key in use); each 422 is a rule JSON Schema cannot state, named below.
 ACCEPTED = {
     "GET /v1/models/{name}": [404],
     "DELETE /v1/models/{name}": [404, 409],

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import httpx
 from _procs import Service, check_answers, replay, wait_folded
-
-from storage.cluster_server import sync_client
+from harness.redis_cluster import sync_client
 
 N_FEATURES = 64
 RATE = 20.0  # trials per second

@@ -204,3 +204,29 @@ def test_the_stream_rolls_back_and_backtests_as_rest_does(
     assert got[6]["error"]["field"] == "from"
     assert client.get(f"/v1/models/{model_name}").json()["version"] == 10
     assert state_at_9 != client.get(f"/v1/models/{model_name}/state").json()["state"]
+
+
+def test_an_integral_float_is_an_integer_label_over_the_stream(
+    api_url: str, client: httpx.Client, model_name: str
+) -> None:
+    """As over REST: 2.0 is the label 2, in plain and parsed messages alike; 2.5, true and
+    an integer beyond 64 bits are refused naming the label."""
+    model = {
+        "labels": [1, 2],
+        "input": {"attributes": {"n_features": 2}},
+        "learner": {"kind": "winnow"},
+    }
+    assert client.post("/v1/models", json={"name": model_name, **model}).status_code == 201
+    x = {"features": [1, 0]}
+    msgs: list[Any] = [
+        {"op": "learn", "id": 1, "instance": x, "label": 2.0},
+        {"op": "predict", "id": 2, "instance": x, "trial_id": "t1"},
+        {"op": "label", "id": 3, "trial_id": "t1", "label": 1.0},
+        *(
+            {"op": "learn", "id": 4 + i, "instance": x, "label": bad}
+            for i, bad in enumerate((2.5, True, 2**63))
+        ),
+    ]
+    got = asyncio.run(exchange(ws_url(api_url, model_name), msgs))
+    assert got[0]["result"]["label"] == 2 and got[2]["result"]["label"] == 1, got
+    assert [g["error"]["field"] for g in got[3:]] == ["label"] * 3, got

@@ -23,6 +23,7 @@ def expected(name: str) -> list[str]:
         "trials",
         *(f"expert.{e}.{what}" for e in EXPERTS for what in errors),
         "best_single.error",
+        "best_single.mistakes_following_broken",
         "fixed_average.error",
         "oracle_switch_500.error",
         *(
@@ -60,6 +61,8 @@ def test_a_quick_run_prints_every_figure_and_the_headline_last() -> None:
         assert int(value[f"{s}.trials"]) == trials
         best = float(value[f"{s}.best_single.error"])
         assert note[f"{s}.best_single.error"] in EXPERTS
+        # its mistakes on the broken expert's label are among its mistakes
+        assert 0 <= int(value[f"{s}.best_single.mistakes_following_broken"]) <= best * trials
         # in each window the oracle follows an expert at least as good there as any
         assert float(value[f"{s}.oracle_switch_500.error"]) <= best
         # the SVC's scores move to the next class half-way: mostly wrong from there on

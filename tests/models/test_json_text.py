@@ -21,22 +21,24 @@ from test_batch_encode import (
     vote_spaces,
 )
 
+from app.core.jsontext import (
+    FORM_EXPERTS,
+    FORM_FEATURES,
+    MAX_MEMBERS,
+    batch_members,
+    members,
+    trial_members,
+)
 from models.inputs.batch import RawExperts, RawFeatures, raw_expert_votes, raw_sparse_attributes
 from models.inputs.space import InputSpace
 from models.kernels.jsontext import (
-    FORM_EXPERTS,
-    FORM_FEATURES,
     KIND_FLOAT,
     KIND_INT,
     KIND_OBJECT,
-    MAX_MEMBERS,
     SCAN,
     UNCOUNTED,
     _count,
     _number,
-    batch_members,
-    members,
-    trial_members,
 )
 
 

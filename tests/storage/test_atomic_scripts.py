@@ -212,7 +212,9 @@ async def test_a_create_cut_after_its_registration_is_settled_by_the_sweep(
 ) -> None:
     r = store.registry
     # the first step of a create whose worker died before the second
-    await store._run("REGISTER", "m", [r.models, r.unsettled], ["m", "0123abcd", 100, now_ms()])
+    await store.calls.run(
+        "REGISTER", "m", [r.models, r.unsettled], ["m", "0123abcd", 100, now_ms()]
+    )
     assert await store.names() == ["m"]  # listed, but no model behind the name
     with pytest.raises(ModelNotFound):
         await store.read("m")
@@ -231,10 +233,10 @@ async def test_a_delete_cut_before_its_last_step_is_settled_by_the_sweep(
     r = store.registry
     k = store.keys("m")
     # the first two steps of a delete whose worker died before the third
-    await store._run("UNSETTLE", "m", [r.models, r.unsettled], ["m", now_ms()])
+    await store.calls.run("UNSETTLE", "m", [r.models, r.unsettled], ["m", now_ms()])
     args = ["", 1000, inc]
     fixed = [*k.all_fixed(), k.meta, k.grave(inc)]
-    assert (await store._run("DELETE", "m", fixed, args))[0] == b"ok"
+    assert (await store.calls.run("DELETE", "m", fixed, args))[0] == b"ok"
     assert await store.names() == ["m"]
     await store.sweep()
     assert await store.names() == ["m"]

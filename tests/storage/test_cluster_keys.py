@@ -14,11 +14,11 @@ from pathlib import Path
 
 import orjson
 import pytest
+from harness.redis_cluster import RedisCluster
 
 from models.core.instance import Attributes
 from storage import topology
 from storage.client import close, connect
-from storage.cluster_server import RedisCluster
 from storage.codec import encode_instance
 from storage.errors import Unavailable
 from storage.repository import GRAVE_BATCH, ModelStore

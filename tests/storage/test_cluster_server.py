@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from storage.cluster_server import BUS_OFFSET, _ephemeral_low, free_ports
+from harness.redis_cluster import BUS_OFFSET, _ephemeral_low, free_ports
 
 
 def test_ports_and_their_bus_ports_are_distinct_free_and_below_the_kernels_range() -> None:

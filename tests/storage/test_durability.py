@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from harness.redis_cluster import LocalSentinel, RedisCluster
 
 from models.core.instance import Attributes
 from storage.client import close, connect
-from storage.cluster_server import LocalSentinel, RedisCluster
 from storage.codec import encode_instance
 from storage.errors import StorageError, Unavailable
 from storage.repository import LearnGroup, ModelStore, NotDurable, StoredModel

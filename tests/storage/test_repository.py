@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from storage.client import close, connect
 from storage.codec import decode_entry, decode_instance, encode_instance, entry_stamp
 from storage.errors import Conflict, CorruptData, ModelNotFound
 from storage.repository import Idempotency, LearnGroup, LogGap, ModelStore, Saved, Sync
+from storage.scripts import Script
 
 pytestmark = pytest.mark.anyio
 CONFIG = {"labels": ["a", "b"], "input": {"attributes": {"n_features": 4}}}
@@ -45,6 +47,11 @@ async def learn(
         name, inc, known, fold=fold, limit=limit, keep_ms=60_000, groups=[LearnGroup(items, idem)]
     )
     return sync, res[0].first
+
+
+def replace_script(store: ModelStore, name: str, text: str) -> None:
+    """Make ``store`` run ``text`` in place of its script ``name``."""
+    store.calls.scripts[name] = Script(name, (), text, hashlib.sha1(text.encode()).hexdigest())
 
 
 def entries(sync: Sync) -> list[tuple[bytes, list[bytes]]]:
@@ -331,9 +338,10 @@ async def test_predict_strict_label_repeat_conflict_expired(store: ModelStore) -
     assert lab[0].instance == x_bytes(1) == fields[fields.index(b"x") + 1]
     _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t1", 1), ("zz", 1)])
     assert [r.status for r in lab] == ["conflict", "unknown"] and lab[0].label == 0
-    # the trial keeps only what a retried label needs
-    kept = await store.client.hgetall(store.keys("m").trial(inc, "t1"))
-    assert set(kept) == {b"p", b"v", b"d", b"y", b"q"}
+    # the trial keeps only what a retried label needs: no instance, no scores
+    kept = await store.client.get(store.keys("m").trial(inc, "t1"))
+    assert re.fullmatch(rb"1:1:\d+:0:2::0:", kept)
+    assert await store.client.pttl(store.keys("m").trial(inc, "t1")) > 0
     await store.sync("m", inc, 2, fold(1, [(0, 0, 1, ""), (0, 1, 1, "t1")]), 0)
     _, lab = await store.label("m", inc, 2, fold=b"", limit=10, items=[("t1", 0)])
     assert (lab[0].status, lab[0].updated) == ("repeat", 1)
@@ -643,7 +651,7 @@ async def test_labels_applied_out_of_the_logs_order_are_refused(store: ModelStor
     otherwise is not the script's, and is refused rather than replayed."""
     inc = await create(store)
     text = "return {'ok', '7', '0', {}, {{'ok', '0', '3', 'x', ''}, {'ok', '1', '5', 'x', ''}}}"
-    store._scripts["LABEL"] = (hashlib.sha1(text.encode()).hexdigest(), text)
+    replace_script(store, "LABEL", text)
     with pytest.raises(CorruptData, match="labels applied as log entries"):
         await store.label("m", inc, 0, fold=b"", limit=10, items=[("t0", 1), ("t1", 0)])
 
@@ -654,7 +662,7 @@ async def test_a_label_reply_without_its_entrys_fields_is_refused(
 ) -> None:
     inc = await create(store)
     text = f"return {{'ok', '1', '0', {{}}, {{{result}}}}}"  # a script that lost them
-    store._scripts["LABEL"] = (hashlib.sha1(text.encode()).hexdigest(), text)
+    replace_script(store, "LABEL", text)
     with pytest.raises(CorruptData, match=r"label of 't1'|not its results"):
         await store.label("m", inc, 0, fold=b"", limit=10, items=[("t1", 1)])
 
@@ -681,7 +689,7 @@ async def test_a_trial_reply_not_of_its_scripts_shape_is_refused(
 ) -> None:
     inc = await create(store)
     text = f"return {reply}"
-    store._scripts[script] = (hashlib.sha1(text.encode()).hexdigest(), text)
+    replace_script(store, script, text)
     with pytest.raises(CorruptData, match=r"model 'm'|a script replied"):
         if script == "PREDICT":
             await store.predict(
@@ -719,12 +727,15 @@ async def test_a_large_batch_is_pending_and_labelled_whole(store: ModelStore) ->
     assert statuses.count("ok") == most and statuses[-(n - most - 2) :] == ["full"] * 148
     ok = [t for (t, *_), s in zip(items, statuses, strict=True) if s == "ok"]
     k = store.keys("m")
-    pending = dict(await store.client.zrange(k.pending, 0, -1, withscores=True))
-    kept = dict(await store.client.zrange(k.trials, 0, -1, withscores=True))
-    assert sorted(pending) == sorted(t.encode() for t in ok) == sorted(kept)
+    # one key per trial, indexed by its deadline while pending; nothing else written
+    pending = dict(await store.client.zrange(k.trials, 0, -1, withscores=True))
+    assert sorted(pending) == sorted(t.encode() for t in ok)
+    assert not await store.client.exists(k.pending)
     for t in ok[:: len(ok) // 50]:
-        d = int(await store.client.hget(k.trial(inc, t), "d"))
-        assert pending[t.encode()] == d and kept[t.encode()] == d + 60_000
+        raw = await store.client.get(k.trial(inc, t))
+        d = int(raw.split(b":")[2])
+        assert pending[t.encode()] == d
+        assert await store.client.pexpiretime(k.trial(inc, t)) == d + 60_000
     m = await store.read("m")
     assert m.counters["predictions"] == most
 
@@ -732,6 +743,16 @@ async def test_a_large_batch_is_pending_and_labelled_whole(store: ModelStore) ->
     sync, lab = await store.label("m", inc, 0, fold=b"", limit=0, items=labels)
     assert [r.status for r in lab] == ["ok"] * most
     assert [r.seq for r in lab] == list(range(1, most + 1)) and sync.version == most
-    assert await store.client.zcard(k.pending) == 0
+    assert await store.client.zcount(k.trials, 0, "+inf") == 0  # none pending
+    assert await store.client.zcard(k.trials) == most  # each kept for retried labels
     m = await store.read("m")
     assert m.counters["labelled"] == most and m.version == most
+
+
+async def test_a_trial_not_of_the_scripts_is_corrupt_data(store: ModelStore) -> None:
+    inc = await create(store)
+    await store.client.set(store.keys("m").trial(inc, "t1"), b"garbage")
+    with pytest.raises(CorruptData, match="t1 is not one the scripts write"):
+        await store.label("m", inc, 0, fold=b"", limit=10, items=[("t1", 0)])
+    with pytest.raises(CorruptData, match="trial 't1' is not one the scripts write"):
+        await store.read_outcome("m", inc, "t1")

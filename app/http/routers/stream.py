@@ -50,6 +50,7 @@ from app.http.routers.common import idempotency
 from app.http.routers.models import make_model, public
 from app.http.routers.trials import Admit
 from app.http.schemas import (
+    EXACT_FLOATS,
     BacktestCreate,
     ExpertsChange,
     FeaturesChange,
@@ -125,8 +126,10 @@ class Request:
         op, label = msg["op"], msg.get("label")
         if op not in _PLAIN_OPS or not _PLAIN_OPS[op] >= msg.keys():
             return False
-        if op == "learn" and not (label is not None and _plain_label(label, most_label)):
-            return False
+        if op == "learn":
+            label = _label_of(label, most_label)
+            if label is None:
+                return False
         self.id, self.op = msg.get("id"), op
         self.key = (op, msg.get("track", True))
         if op == "predict":
@@ -159,7 +162,7 @@ class Request:
         if "instance" in msg and not isinstance(msg["instance"], dict):
             raise BadInput("instance", "expected an object with features and/or experts")
         label = msg.get("label")
-        if "label" in need and not _plain_label(label, most_label):
+        if "label" in need and (label := _label_of(label, most_label)) is None:
             raise BadInput(
                 "label",
                 f"expected a string of at most {most_label} characters or a 64-bit integer",
@@ -217,10 +220,16 @@ def _plain_id(v: Any) -> bool:
     )
 
 
-def _plain_label(v: Any, most: int) -> bool:
+def _label_of(v: Any, most: int) -> str | int | None:
+    """``v`` as a label: a string of at most ``most`` characters, or a 64-bit integer (2.0
+    is 2, as for the REST calls: :data:`app.http.schemas.AS_INT`); None if it is neither."""
     if isinstance(v, str):
-        return len(v) <= most
-    return isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64
+        return v if len(v) <= most else None
+    if type(v) is float and v.is_integer() and abs(v) <= EXACT_FLOATS:
+        v = int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64:
+        return v
+    return None
 
 
 def _error(request_id: Any, e: Exception) -> bytes:

@@ -1,0 +1,1 @@
+"""What tests and benchmarks start to run against: a local Redis Cluster and Sentinel."""
