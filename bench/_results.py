@@ -131,8 +131,13 @@ def region(name: str, rows: list[Figure], command: str, image: str | None) -> st
 def rewrite(name: str, text: str, page: Path = PAGE) -> None:
     """Put ``text`` in place of ``name``'s marked region of ``page`` (at its end when the
     page has none)."""
+    rewrite_region(page, f".. begin {name} results", f".. end {name} results", text)
+
+
+def rewrite_region(page: Path, begin: str, end: str, text: str) -> None:
+    """Put ``text`` in place of the region of ``page`` from the line ``begin`` to the line
+    ``end`` (at its end when the page has none)."""
     old = page.read_text() if page.exists() else ""
-    begin, end = f".. begin {name} results", f".. end {name} results"
     if begin in old and end in old:
         head, rest = old.split(begin, 1)
         tail = rest.split(end, 1)[1].lstrip("\n")

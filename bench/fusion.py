@@ -77,7 +77,7 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
-from _results import recorded
+from _results import recorded, rewrite_region
 from river import bandit, linear_model, optim
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.datasets import load_breast_cancer, load_digits
@@ -721,14 +721,7 @@ def results_table(
 def rewrite_results(region: str) -> None:
     """Put ``region`` in place of the marked one of the results page (at its end when the
     page has none)."""
-    text = RESULTS.read_text() if RESULTS.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        text = head + region + ("\n" + tail if tail else "")
-    else:
-        text = text.rstrip("\n") + ("\n\n" if text else "") + region
-    RESULTS.write_text(text)
+    rewrite_region(RESULTS, BEGIN, END, region)
 
 
 # -- main ---------------------------------------------------------------------------------
