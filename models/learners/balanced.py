@@ -89,7 +89,7 @@ class BalancedWinnow(BinaryLearner):
     _parameter_constraints = {
         "n_features": Integer(1, MAX_SIZE),
         "alpha": Real(1.0, low_open=True),
-        "theta": Real(),
+        "theta": Real(-1e100, 1e100),
         "init_pos": Real(0.0, kernel.CEILING, low_open=True, high_open=True),
         "init_neg": Real(0.0, kernel.CEILING, low_open=True, high_open=True),
         "strict": Bool(),

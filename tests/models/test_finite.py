@@ -291,6 +291,7 @@ def test_a_long_adversarial_run_at_the_bounds_stays_finite(
         ({"kind": "alma", "alma_alpha": 5e-324}, BINARY, "alma_alpha", "1e-100"),
         ({"kind": "winnow", "theta": 1e308}, BINARY, "theta", "1e+100"),
         ({"kind": "balanced-winnow", "init_pos": 1e308}, BINARY, "init_pos", "8.45"),
+        ({"kind": "balanced-winnow", "theta": -1.7e308}, BINARY, "theta", "-1e+100"),
         ({"kind": "multiclass-winnow", "init": 1e300}, CLASSES, "init", "1e+280"),
         (
             {"kind": "multiclass-winnow", "init_weights": [1, 1e300, 1]},
