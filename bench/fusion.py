@@ -36,9 +36,10 @@ fusion weight (the sum of the weights of the sub-experts named after it alone,
 /v1/models/{name}/stats`` once it describes the model's latest version, after each label
 from the break until then; 0 when it held under 1% at the break, ``n/a`` for a learner
 that shows no weights, ``>N`` when it still held more after the N labels polled; the mean
-over splits); ``mistakes_following_broken``, trials after the break whose fused
-prediction is the SVC's top label and wrong (for the best single classifier too: its
-count is what coincidence gives a learner that ignores the SVC). Per data set and mode,
+over splits); ``mistakes_following_broken``, trials after the break, predicted once a
+label after the break had come, whose fused prediction is the SVC's top label and wrong
+(for the best single classifier too: its count is what coincidence gives a learner that
+ignores the SVC). Per data set and mode,
 River's combiners run in-process on the same scores with the same feedback: ``river_softmax``
 (``SoftmaxRegression`` on the concatenated score vectors) and ``river_bandit``
 (``EpsilonGreedy`` choosing which expert to follow, reward 1 when its top label is right;
@@ -571,13 +572,17 @@ def drop_text(runs: list[Run]) -> str:
     return f"{np.mean(drops):.1f}"
 
 
-def following_broken(ds: DataSet, preds: list[np.ndarray]) -> int:
+def following_broken(ds: DataSet, preds: list[np.ndarray], mode: str) -> int:
     """Trials after the break, over the streams, whose prediction in ``preds`` is wrong
-    and is the broken expert's top label."""
-    return sum(
-        int(np.sum(((p == s.top(BROKEN)) & (p != s.y))[s.broken_from :]))
-        for p, s in zip(preds, ds.streams, strict=True)
-    )
+    and is the broken expert's top label, among those predicted once a label of a trial
+    after the break had come in ``mode`` (before it, nothing could tell the expert broke)."""
+    size = 1 if mode == "one_by_one" else PENDING
+    out = 0
+    for p, s in zip(preds, ds.streams, strict=True):
+        batch_start = np.arange(len(s)) // size * size  # the labels come before it
+        told = batch_start > s.broken_from
+        out += int(np.sum((p == s.top(BROKEN)) & (p != s.y) & told))
+    return out
 
 
 @dataclass
@@ -607,7 +612,7 @@ def measure(
     # the best single's own mistakes that fall on the broken expert's label: what a
     # learner that ignores the broken expert still counts as following it, by coincidence
     v["best_single.mistakes_following_broken"] = str(
-        following_broken(ds, [s.top(best) for s in ds.streams])
+        following_broken(ds, [s.top(best) for s in ds.streams], "one_by_one")
     )
     average = rate(wrong(ds, fixed_average)[0])
     v["fixed_average.error"] = f"{average:.4f}"
@@ -622,7 +627,7 @@ def measure(
             v[f"{mode}.{spec}.error"] = f"{rate(miss):.4f}"
             v[f"{mode}.{spec}.error_last_half"] = f"{rate(miss[late]):.4f}"
             v[f"{mode}.{spec}.trials_to_drop_broken"] = drop_text(got)
-            following = following_broken(ds, [r.preds for r in got])
+            following = following_broken(ds, [r.preds for r in got], mode)
             v[f"{mode}.{spec}.mistakes_following_broken"] = str(following)
             if spec == "fusion":
                 ratios[mode] = (ratio(rate(miss), singles[best]), ratio(rate(miss), oracle))
