@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import redis
+from _scripts import run, state, writes_nothing
 from redis.crc import key_slot
 
 from storage.auth import ApiKey, AuthStore
@@ -34,21 +35,12 @@ def a(redis_prefix: str) -> AuthKeys:
 
 
 def call(r: redis.Redis, name: str, keys: list[str], args: list[Any]) -> Any:
-    s = AUTH_SCRIPTS[name]
-    return r.evalsha(s.sha, len(keys), *keys, *args)
+    return run(r, AUTH_SCRIPTS[name], keys, args)
 
 
-def state(r: redis.Redis, prefix: str) -> dict[bytes, tuple[bytes | None, bool]]:
-    """Every key of the test's prefix: its DUMP and whether it expires."""
-    return {key: (r.dump(key), r.pttl(key) > 0) for key in r.scan_iter(f"{prefix}:*", 1000)}
-
-
-def writes_nothing(r: redis.Redis, prefix: str, name: str, keys: list[str], args: list[Any]) -> Any:
+def unwritten(r: redis.Redis, prefix: str, name: str, keys: list[str], args: list[Any]) -> Any:
     """The reply of a call that must write nothing (a refusal, or a read)."""
-    before = state(r, prefix)
-    reply = call(r, name, keys, args)
-    assert state(r, prefix) == before, f"{name} replied {reply!r} but wrote"
-    return reply
+    return writes_nothing(r, prefix, AUTH_SCRIPTS[name], keys, args)
 
 
 def record(scope: str, models: str = "*") -> bytes:
@@ -92,10 +84,10 @@ def test_put(r: redis.Redis, a: AuthKeys) -> None:
 
 def test_load_reads_and_writes_nothing(r: redis.Redis, redis_prefix: str, a: AuthKeys) -> None:
     keys = [a.version, a.table]
-    assert writes_nothing(r, redis_prefix, "LOAD", keys, []) == [b"", []]
+    assert unwritten(r, redis_prefix, "LOAD", keys, []) == [b"", []]
     put(r, a, "k1", record("admin"))
     put(r, a, "k2", record("read", "team-*"))
-    version, flat = writes_nothing(r, redis_prefix, "LOAD", keys, [])
+    version, flat = unwritten(r, redis_prefix, "LOAD", keys, [])
     assert version == b"2"
     assert dict(zip(flat[::2], flat[1::2], strict=True)) == {
         b"k1": record("admin"),
@@ -109,9 +101,9 @@ def test_revoke(r: redis.Redis, redis_prefix: str, a: AuthKeys) -> None:
     put(r, a, "w", record("write"))
     put(r, a, "team", record("admin", "team-*"))  # an admin, but not on every model
     put(r, a, "junk", b"not json")  # no admin, and no error
-    assert writes_nothing(r, redis_prefix, "REVOKE", keys, ["ghost"]) == b"none"
+    assert unwritten(r, redis_prefix, "REVOKE", keys, ["ghost"]) == b"none"
     # the last admin key on every model stays
-    assert writes_nothing(r, redis_prefix, "REVOKE", keys, ["root"]) == b"last admin"
+    assert unwritten(r, redis_prefix, "REVOKE", keys, ["root"]) == b"last admin"
     assert call(r, "REVOKE", keys, ["w"]) == b"revoked"
     assert r.get(a.version) == b"5" and b"w" not in r.hkeys(a.table)
     assert call(r, "REVOKE", keys, ["junk"]) == b"revoked"
@@ -120,7 +112,7 @@ def test_revoke(r: redis.Redis, redis_prefix: str, a: AuthKeys) -> None:
     # with another admin on every model, either may go, but not both
     put(r, a, "root2", record("admin"))
     assert call(r, "REVOKE", keys, ["root"]) == b"revoked"
-    assert writes_nothing(r, redis_prefix, "REVOKE", keys, ["root2"]) == b"last admin"
+    assert unwritten(r, redis_prefix, "REVOKE", keys, ["root2"]) == b"last admin"
     assert r.hgetall(a.table) == {b"root2": record("admin")} and r.get(a.version) == b"9"
 
 
@@ -130,7 +122,7 @@ def test_reserve(r: redis.Redis, redis_prefix: str, a: AuthKeys) -> None:
 
     def refused(model: str, key_id: str, most: int) -> Any:
         args = [model, key_id, most]
-        return writes_nothing(r, redis_prefix, "RESERVE", [a.owners, a.owned(key_id)], args)
+        return unwritten(r, redis_prefix, "RESERVE", [a.owners, a.owned(key_id)], args)
 
     assert reserve("m1", "k1", 2) == b"new"
     assert r.hgetall(a.owners) == {b"m1": b"k1"} and r.smembers(a.owned("k1")) == {b"m1"}
@@ -150,7 +142,7 @@ def test_release(r: redis.Redis, redis_prefix: str, a: AuthKeys) -> None:
 
     def refused(model: str, owner: str) -> Any:
         keys = [a.owners, a.owned(owner)]
-        return writes_nothing(r, redis_prefix, "RELEASE", keys, [model, owner])
+        return unwritten(r, redis_prefix, "RELEASE", keys, [model, owner])
 
     keys = [a.owners, a.owned("k1")]
     assert call(r, "RESERVE", keys, ["m1", "k1", 1]) == b"new"

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 import redis
+from _scripts import run, state, writes_nothing
 
 from models.core.instance import Attributes
 from storage.codec import encode_instance
@@ -38,21 +39,12 @@ def k(redis_prefix: str) -> Keys:
 
 
 def call(r: redis.Redis, name: str, keys: list[str], args: list[Any]) -> Any:
-    s = SCRIPTS[name]
-    return r.evalsha(s.sha, len(keys), *keys, *args)
-
-
-def state(r: redis.Redis, prefix: str) -> dict[bytes, tuple[bytes | None, bool]]:
-    """Every key of the test's prefix: its DUMP and whether it expires."""
-    return {key: (r.dump(key), r.pttl(key) > 0) for key in r.scan_iter(f"{prefix}:*", 1000)}
+    return run(r, SCRIPTS[name], keys, args)
 
 
 def refuses(r: redis.Redis, prefix: str, name: str, keys: list[str], args: list[Any]) -> Any:
     """The reply of a call that must write nothing."""
-    before = state(r, prefix)
-    reply = call(r, name, keys, args)
-    assert state(r, prefix) == before, f"{name} refused with {reply!r} but wrote"
-    return reply
+    return writes_nothing(r, prefix, SCRIPTS[name], keys, args)
 
 
 def x(i: int) -> bytes:
