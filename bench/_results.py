@@ -210,12 +210,18 @@ def recorded(
     :func:`chosen` takes them."""
     png = _take_plot(sys.argv, name)
     full = len(sys.argv) == 1
+    helped = any(a in ("-h", "--help") for a in sys.argv[1:])
     tee = _Tee(sys.stdout)
     sys.stdout = tee
     try:
         yield
     finally:
         sys.stdout = tee.out
+        if helped:  # after the benchmark's own options, the one taken here
+            print(
+                "\n  --plot [PNG]    also draw each figure beside its target, to PNG "
+                f"(default {PLOTS.relative_to(ROOT)}/{name}.png)"
+            )
     rows = chosen(figures(tee.kept.getvalue()), information, targets)
     if png is not None and rows:
         plot(name, rows, png)

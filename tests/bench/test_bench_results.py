@@ -75,3 +75,9 @@ def test_plot_option_draws_a_png_and_a_short_run_leaves_the_page(tmp_path: Path)
     assert out.strip().splitlines()[-1].startswith("vr_combine_run_seconds: ")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert _results.PAGE.read_text() == page  # not the documented command: nothing written
+
+
+def test_help_names_the_plot_option_after_the_benchmarks_own() -> None:
+    out = run_bench("vr_combine.py", "--help")
+    assert "--repeats" in out and out.index("--plot [PNG]") > out.index("--repeats")
+    assert "docs/_static/bench/vr_combine.png" in out
