@@ -6,6 +6,7 @@ else."""
 from __future__ import annotations
 
 import gzip
+import uuid
 from typing import Any
 
 import httpx
@@ -133,3 +134,19 @@ def test_a_body_within_the_depth_is_read(client: httpx.Client, model: str) -> No
 )
 def test_json_depth_counts_brackets_outside_strings(text: bytes, depth: int) -> None:
     assert json_depth(text) == depth
+
+
+def test_headers_are_bounded_before_the_key_is_read(
+    api_settings: Settings, server_thread: Any
+) -> None:
+    """Auth on: a request without a key and with too many header fields is a 431, not a
+    401 (the guard never reads what is beyond the bounds); within them it is the 401."""
+    # keys of a prefix of its own: auth goes on for this prefix only
+    settings = api_settings.model_copy(update={"key_prefix": f"t-{uuid.uuid4().hex[:12]}"})
+    with server_thread(settings) as server, httpx.Client(base_url=server.url) as c:
+        made = c.post("/v1/keys", json={"scope": "admin", "models": "*"})
+        assert made.status_code == 201, made.text
+        extra = {f"x-extra-{i}": "1" for i in range(settings.max_headers)}
+        r = c.get("/v1/models", headers=extra)
+        assert r.status_code == 431 and "max_headers" in r.json()["detail"], r.text
+        assert c.get("/v1/models").status_code == 401
