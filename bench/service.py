@@ -133,7 +133,7 @@ FUSION_SHAPES = {"6x10": (6, 10), "25x5": (25, 5)}  # experts x labels
 FUSION_ALPHA = 1.2
 
 TARGETS = {
-    "predict_vs_edge": (">=", 0.6),
+    "predict_vs_edge": (">=", 0.7),
     "label_vs_edge": (">=", 0.45),
     "learn_vs_edge": (">=", 0.45),
     "predict_p99_vs_edge_p99": ("<=", 2.0),
