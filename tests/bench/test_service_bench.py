@@ -121,7 +121,7 @@ def test_quick_run_prints_every_figure_and_the_headline_last():
         assert re.search(rf"^{prefix}_redis_forks: \d+$", out, re.M), prefix
     assert not re.search(r"^(edge_|parse_batch|empty_)\w*_redis_forks", out, re.M)
     last = out.strip().splitlines()[-1]
-    assert re.fullmatch(r"predict_vs_edge: \d+\.\d\d \(target >= 0\.6: \w+\)", last)
+    assert re.fullmatch(r"predict_vs_edge: \d+\.\d\d \(target >= 0\.7: \w+\)", last)
 
 
 def result(rate: float, p99_ms: float) -> Result:
