@@ -22,6 +22,7 @@ turn (the requests read from every connection that turn) go together.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -107,25 +108,30 @@ class Gather(Generic[T, R]):
 
 
 class Gathers(Generic[K, T, R]):
-    """A :class:`Gather` for each key that has calls in flight: made by the first call of
-    its key, with that call's ``run``, ``most``, ``lanes`` and ``by_turn``, and dropped once
+    """One :class:`Gather` per key with calls in flight, each running ``run(key, items)``:
+    the batch method is given once, when the gathers are made (as a data loader takes its
+    batch function), and every gather of a key is made by its first call and dropped once
     idle."""
 
-    def __init__(self) -> None:
-        self._by: dict[K, Gather[T, R]] = {}
-
-    async def __call__(
+    def __init__(
         self,
-        key: K,
-        run: Callable[[list[T]], Awaitable[Sequence[R]]],
+        run: Callable[[K, list[T]], Awaitable[Sequence[R]]],
         most: int,
-        item: T,
         lanes: int = 1,
         by_turn: bool = False,
-    ) -> R:
+    ) -> None:
+        self._run = run
+        self._most = most
+        self._lanes = lanes
+        self._by_turn = by_turn
+        self._by: dict[K, Gather[T, R]] = {}
+
+    async def __call__(self, key: K, item: T) -> R:
         g = self._by.get(key)
         if g is None:
-            g = self._by[key] = Gather(run, most, lanes, by_turn)
+            g = self._by[key] = Gather(
+                functools.partial(self._run, key), self._most, self._lanes, self._by_turn
+            )
         try:
             return await g(item)
         finally:

@@ -93,7 +93,10 @@ class ModelService:
             self.replicas.stopping,
         )
         self.streams = 0  # open WebSocket streams
-        self._stats: Gathers[str, None, Statistics] = Gathers()
+        # reads of a model's statistics arriving while STATS_LANES are in flight share one
+        self._stats: Gathers[str, None, Statistics] = Gathers(
+            self._shared_statistics, 1 << 30, STATS_LANES
+        )
         self._stop = asyncio.Event()
         self._sweeping: asyncio.Task[None] | None = None
 
@@ -164,12 +167,10 @@ class ModelService:
         them, several at once: up to :data:`STATS_LANES` reads of a model go at once, each
         on its own; those arriving while that many are in flight wait, then go together
         as one read."""
+        return await self._stats(name, None)
 
-        async def read(waiting: list[None]) -> list[Statistics]:
-            return [await self._read_statistics(name)] * len(waiting)
-
-        # all that wait share one read
-        return await self._stats(name, read, 1 << 30, None, STATS_LANES)
+    async def _shared_statistics(self, name: str, waiting: list[None]) -> list[Statistics]:
+        return [await self._read_statistics(name)] * len(waiting)
 
     async def _read_statistics(self, name: str) -> Statistics:
         s = await self.store.read_statistics(name, int(time.time() * 1000))

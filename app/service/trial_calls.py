@@ -20,7 +20,7 @@ again meanwhile, the call is encoded again from the new one, never sent stale.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ __all__ = ["Judgement", "LearnRequest", "TrialCalls"]
 
 Result = dict[str, Any] | Exception
 LearnRequest = tuple[Idempotency | None, Sequence[tuple[Any, Any]]]
+PredictItem = tuple[Any, str | None]  # (instance payload, trial id or None)
 Todo = list[tuple[int, Attributes | Experts, int]]  # (item, instance, class) to append
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
 
@@ -81,56 +82,47 @@ class TrialCalls:
         self.replicas = replicas
         self.store = replicas.store
         self.settings = replicas.settings
-        self._gathers: Gathers[tuple[Any, ...], Any, Result] = Gathers()
+        # single-trial calls of a model gathered into batch calls (app.service.gather);
         # a gathered predict answers items x labels scores: within max_answer_scores
-        self._predict_most = min(
-            GATHER_MOST, self.settings.max_answer_scores // self.settings.max_labels
+        predict_most = min(GATHER_MOST, self.settings.max_answer_scores // self.settings.max_labels)
+        self._predicts: Gathers[str, PredictItem, Result] = Gathers(
+            self._predict_tracked, predict_most
         )
+        # an untracked prediction waits on nothing: gathered by turns of the event loop
+        self._untracked: Gathers[str, PredictItem, Result] = Gathers(
+            self._predict_untracked, predict_most, by_turn=True
+        )
+        self._labels: Gathers[str, tuple[str, Any], Result] = Gathers(self.label, GATHER_MOST)
+        self._learns: Gathers[str, LearnRequest, Result] = Gathers(self._learn_each, GATHER_MOST)
 
     # -- single trials, gathered ------------------------------------------------------
-
-    async def _gathered(
-        self,
-        key: tuple[Any, ...],
-        run: Callable[[list[Any]], Awaitable[list[Result]]],
-        item: Any,
-        by_turn: bool = False,
-    ) -> Result:
-        """``item``'s result, its call gathered with those of the same ``key`` arriving
-        while one is in flight, or in the same turn of the event loop (``by_turn``: see
-        :mod:`app.service.gather`)."""
-        most = self._predict_most if key[0] == "p" else GATHER_MOST
-        return await self._gathers(key, run, most, item, by_turn=by_turn)
 
     async def predict_one(
         self, name: str, payload: Any, trial_id: str | None, *, track: bool = True
     ) -> Result:
         """:meth:`predict` of one item, gathered with others of the model."""
-
-        async def run(items: list[tuple[Any, str | None]]) -> list[Result]:
-            return await self.predict(name, items, track=track)
-
-        # an untracked prediction waits on nothing: gathered by turns of the event loop
-        return await self._gathered(("p", name, track), run, (payload, trial_id), not track)
+        gathered = self._predicts if track else self._untracked
+        return await gathered(name, (payload, trial_id))
 
     async def label_one(self, name: str, trial_id: str, label: Any) -> Result:
         """:meth:`label` of one trial, gathered with others of the model."""
-
-        async def run(items: list[tuple[str, Any]]) -> list[Result]:
-            return await self.label(name, items)
-
-        return await self._gathered(("l", name), run, (trial_id, label))
+        return await self._labels(name, (trial_id, label))
 
     async def learn_one(
         self, name: str, payload: Any, label: Any, idem: Idempotency | None = None
     ) -> Result:
         """:meth:`learn` of one trial, gathered with others of the model (each keeps its
         own idempotency key)."""
+        return await self._learns(name, (idem, [(payload, label)]))
 
-        async def run(requests: list[LearnRequest]) -> list[Result]:
-            return [out[0] for out in await self.learn_groups(name, requests)]
+    async def _predict_tracked(self, name: str, items: list[PredictItem]) -> list[Result]:
+        return await self.predict(name, items)
 
-        return await self._gathered(("n", name), run, (idem, [(payload, label)]))
+    async def _predict_untracked(self, name: str, items: list[PredictItem]) -> list[Result]:
+        return await self.predict(name, items, track=False)
+
+    async def _learn_each(self, name: str, requests: list[LearnRequest]) -> list[Result]:
+        return [out[0] for out in await self.learn_groups(name, requests)]
 
     def _new_trial_id(self) -> str:
         """A trial id nobody can guess: 128 random bits."""
@@ -183,7 +175,7 @@ class TrialCalls:
     # -- predict ----------------------------------------------------------------------
 
     async def predict(
-        self, name: str, items: Sequence[tuple[Any, str | None]], *, track: bool = True
+        self, name: str, items: Sequence[PredictItem], *, track: bool = True
     ) -> list[Result]:
         """Predict each (instance payload, trial id or None); keep tracked ones pending."""
         m = await self.replicas.live(name)

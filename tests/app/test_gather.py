@@ -14,7 +14,7 @@ from _server import ServerThread
 from harness.redis_cluster import sync_client
 
 from app.core.settings import Settings
-from app.service.gather import Gather
+from app.service.gather import Gather, Gathers
 
 pytestmark = pytest.mark.anyio
 
@@ -174,6 +174,28 @@ async def test_a_caller_that_gave_up_is_not_sent_and_a_stopped_drain_leaves_nobo
         await waiting
     await started()
     assert g.idle
+
+
+async def test_gathers_keep_one_gather_per_key_and_run_the_batch_method_with_its_key() -> None:
+    runs: list[tuple[str, list[int]]] = []
+    gate = asyncio.Event()
+
+    async def run(key: str, items: list[int]) -> list[str]:
+        runs.append((key, list(items)))
+        await gate.wait()
+        return [f"{key}{i}" for i in items]
+
+    gathers: Gathers[str, int, str] = Gathers(run, most=5)
+    calls = [asyncio.ensure_future(gathers(k, i)) for k, i in (("a", 1), ("b", 2))]
+    await started()
+    # each key's first call goes alone; the calls arriving meanwhile wait by key
+    calls += [asyncio.ensure_future(gathers(k, i)) for k, i in (("a", 3), ("b", 4), ("a", 5))]
+    await started()
+    assert runs == [("a", [1]), ("b", [2])] and set(gathers._by) == {"a", "b"}
+    gate.set()
+    assert await asyncio.gather(*calls) == ["a1", "b2", "a3", "b4", "a5"]
+    assert runs[2:] == [("a", [3, 5]), ("b", [4])]
+    assert gathers._by == {}  # dropped once idle
 
 
 def pause(redis_url: str, ms: int) -> None:
