@@ -73,7 +73,7 @@ class EdgeDispatch:
         url = os.environ.get("EDGE_REDIS_URL")
         # the service's own connection to Redis, pipelined as its calls are
         self.redis = None if url is None else Connection(url)
-        self._gathers: Gathers[tuple[str, str], bytes, int] = Gathers()
+        self._gathers: Gathers[tuple[str, str], bytes, int] = Gathers(self._kept, GATHER_MOST)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,7 +106,7 @@ class EdgeDispatch:
                 answer = {"items": await self._appended(items)}
         else:
             if match["keep"] is not None:  # kept first, gathered with others of the model
-                await self._gathers((match["name"], match["op"]), self._kept, GATHER_MOST, raw)
+                await self._gathers((match["name"], match["op"]), raw)
             answer = {"trial_id": doc.get("trial_id"), "label": doc.get("label"), "ok": True}
         await self._send(send, orjson.dumps(answer))
 
@@ -116,7 +116,7 @@ class EdgeDispatch:
             raise RuntimeError("EDGE_REDIS_URL is not set: nowhere to append")
         return int(await self.redis.evalsha(_APPEND_SHA, APPEND, ["edge:log"], items))
 
-    async def _kept(self, bodies: list[bytes]) -> list[int]:
+    async def _kept(self, _: tuple[str, str], bodies: list[bytes]) -> list[int]:
         """A gathered group's bodies, appended: one result per body."""
         return [await self._appended(bodies)] * len(bodies)
 
