@@ -34,7 +34,14 @@ from typing import Any
 
 from app.service.live_model import LiveModel
 from models.core.learner import UpdateRefused
-from storage.codec import LogEntry, decode_entry, entry_kind, parse_int, served_at
+from storage.codec import (
+    LogEntry,
+    decode_entries,
+    decode_entry,
+    entry_kind,
+    parse_int,
+    served_at,
+)
 from storage.errors import CorruptData
 from storage.repository import RawEntry
 
@@ -97,7 +104,7 @@ class Replay:
         self.due: dict[int, list[RawEntry]] = {}
         self.every = max(1, math.ceil((to - counted_from) / points))
         self.resets: list[int] = []
-        self.decoded: dict[int, LogEntry] = {}  # label entries decoded ahead, by seq
+        self.decoded: dict[int, LogEntry | None] = {}  # entries decoded ahead, by seq
 
     @property
     def done(self) -> int:
@@ -162,10 +169,12 @@ class Replay:
         if not candidates:
             return
         m = candidates[0].model
-        try:
-            e = self.decoded[seq] = decode_entry(entry_id, fields, m.size, m.k)
-        except CorruptData:
-            return  # judged at replay, where it is skipped
+        e = self.decoded.get(seq)
+        if e is None:
+            try:
+                e = self.decoded[seq] = decode_entry(entry_id, fields, m.size, m.k)
+            except CorruptData:
+                return  # judged at replay, where it is skipped
         x = e.x
         for r in candidates:
             try:
@@ -189,12 +198,9 @@ class Replay:
                         r.stopped = {"version": seq, "reason": f"cannot take the change: {exc}"}
         elif runs:
             counted = seq > self.counted_from
-            e = self.decoded.pop(seq, None)  # (an input only grows: still valid here)
-            if e is None:
-                try:
-                    e = decode_entry(entry_id, fields, runs[0].model.size, runs[0].model.k)
-                except CorruptData:  # skipped by every worker, and here
-                    e = None
+            if seq not in self.decoded:  # (one decoded ahead: the input only grows)
+                self._decode_ahead(seq, entry_id, fields, runs[0].model)
+            e = self.decoded.pop(seq)  # None: skipped by every worker, and here
             for r in runs:
                 r.model.version = seq
                 if e is not None and e.x is not None:
@@ -203,6 +209,20 @@ class Replay:
             for r in self.runs:
                 if r.stopped is None and r.model.version == seq:
                     r.curve.append((seq, r.mistakes))
+
+    def _decode_ahead(
+        self, seq: int, entry_id: bytes, fields: list[bytes], model: LiveModel
+    ) -> None:
+        """Decode entry ``seq`` and those queued after it up to the next change or reset
+        of the input, together (one compiled pass over their instances, against the
+        input as it is there), into :attr:`decoded`: None for one that does not decode."""
+        batch: list[RawEntry] = [(entry_id, fields)]
+        for raw in self.ahead:
+            if entry_kind(raw[1]) in (b"c", b"r"):
+                break
+            batch.append(raw)
+        for i, got in enumerate(decode_entries(batch, model.size, model.k)):
+            self.decoded.setdefault(seq + i, None if isinstance(got, CorruptData) else got)
 
     @staticmethod
     def _trial(r: Run, seq: int, x: Any, y: int, served: int | None, counted: bool) -> None:

@@ -97,6 +97,24 @@ def test_a_label_further_back_than_the_read_ahead_is_judged_at_replay_and_counte
     assert _replay(log, [CONFIG["learner"]], look_ahead, step=10_000).runs[1].late == 0
 
 
+def test_an_entry_that_does_not_decode_is_skipped_by_every_run_and_the_rest_learned() -> None:
+    log, _ = _log(seed=3, n=400, far=10)
+    # the instances of every 37th entry no longer decode
+    bad = set(range(5, 400, 37))
+    for i in bad:
+        fields = list(log[i][1])
+        fields[fields.index(b"x") + 1] = b"not an instance"
+        log[i] = (log[i][0], fields)
+    # entries decoded together, a few at a time or all at once, skip them alike
+    got = [_replay(log, [CONFIG["learner"], OTHER], 40, step).runs for step in (1, 10_000)]
+    for runs in got:
+        assert [r.trials for r in runs] == [400 - len(bad)] * 3
+        assert all(r.late == 0 and r.stopped is None for r in runs)
+    assert [(r.mistakes, r.curve) for r in got[0]] == [(r.mistakes, r.curve) for r in got[1]]
+    # and the others learned: a candidate like the model makes its mistakes but a few
+    assert got[1][1].mistakes > 0 and abs(got[1][1].mistakes - got[1][0].mistakes) <= len(bad)
+
+
 def test_at_a_reset_the_model_is_rebuilt_and_the_candidates_learn_on() -> None:
     log, _ = _log(seed=3, n=200, far=5)
     reset = (b"201-0", [b"k", b"r", b"w", b"2"])
