@@ -8,7 +8,7 @@ from numba import njit
 from models.kernels.common import argmax_first
 from models.kernels.winnow import demoted
 
-__all__ = ["LOW", "UNTOUCHED", "learn", "share", "votes"]
+__all__ = ["LOW", "UNTOUCHED", "half_brier", "learn", "share", "votes"]
 
 
 LOW = 1e-200
@@ -53,26 +53,63 @@ def share(u, alpha):  # type: ignore[no-untyped-def]  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def learn(u, sc, lb, floor, alpha, every_trial, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
+def half_brier(expert, cls, value, y, out):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """Half the Brier score of each voting expert's votes, scaled to sum to one, as a
+    forecast of class ``y``: sum_c (p_c - [c = y])^2 / 2, in [0, 1], one entry per expert
+    group, in the order of :func:`votes` (votes are positive: each group sums above 0)."""
+    n = expert.shape[0]
+    g = 0
+    j = 0
+    while j < n:
+        e = expert[j]
+        start = j
+        total = 0.0
+        while j < n and expert[j] == e:
+            total += value[j]
+            j += 1
+        b = 1.0  # the true class's (p_y - 1)^2, until it is met
+        for i in range(start, j):
+            p = value[i] / total
+            b += p * p - (2.0 * p if cls[i] == y else 0.0)
+        out[g] = min(max(0.5 * b, 0.0), 1.0)
+        g += 1
+
+
+@njit(cache=True, nogil=True)
+def learn(u, sc, lb, floor, alpha, brier, every_trial, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  # pragma: no cover
     """One trial. A wrong expert's weight is multiplied by ``lb``, but not below
-    floor / n of the total at the start of the trial (0: no floor); after an update that
-    moved a weight, every weight gives the fraction ``alpha`` of itself to be shared equally
+    floor / n of the total at the start of the trial (0: no floor); with ``brier`` > 0,
+    every voting expert's weight is multiplied by ``lb ** (wrong + brier * b)`` instead, b
+    half the Brier score of its votes (:func:`half_brier`). After an update that moved a
+    weight, every weight gives the fraction ``alpha`` of itself to be shared equally
     (:func:`share`; 0: no sharing)."""
     picks = np.empty((expert.shape[0], 2), dtype=np.int64)
     totals, g = votes(u, expert, cls, value, k, picks)
     pred = argmax_first(totals)
     if not (every_trial or pred != y):
         return pred, False
+    scored = np.zeros(g if brier > 0.0 else 0)
+    if brier > 0.0:
+        half_brier(expert, cls, value, y, scored)
     changed = False
     total = sc[0]
     lim = floor * total / u.shape[0]
     for t in range(g):
-        if picks[t, 1] != y:
-            e = picks[t, 0]
-            old = u[e]
-            u[e] = demoted(old, old * lb, lim) if floor > 0.0 else old * lb
-            total += u[e] - old
-            changed = changed or floor == 0.0 or u[e] != old
+        wrong = picks[t, 1] != y
+        if brier > 0.0:
+            loss = (1.0 if wrong else 0.0) + brier * scored[t]
+            if loss == 0.0:
+                continue
+            factor = lb**loss
+        elif wrong:
+            factor = lb
+        else:
+            continue
+        e = picks[t, 0]
+        old = u[e]
+        u[e] = demoted(old, old * factor, lim) if floor > 0.0 else old * factor
+        total += u[e] - old
+        changed = changed or floor == 0.0 or u[e] != old
     if changed and alpha > 0.0:
         total, pool = share(u, alpha)
         if sc.shape[0] > 2:  # the weight of an expert never penalised is shared too

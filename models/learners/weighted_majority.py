@@ -19,6 +19,9 @@ __all__ = ["TRACKING", "WeightedMajority", "WeightedMajorityHypothesis", "tracki
 
 #: The options that track a changing best expert (see docs/tracking.rst); 0 is off.
 TRACKING = ("weight_floor", "fixed_share")
+#: The largest weight of the Brier score in a sub-expert's loss: its loss stays within
+#: [0, 1 + BRIER_LIMIT], and a weight falls by at most beta ** (1 + BRIER_LIMIT) a trial.
+BRIER_LIMIT = 16.0
 
 
 def tracking_off(params: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +58,14 @@ class WeightedMajority(MulticlassLearner):
     Warmuth's WM) or only when the master prediction was wrong (``"on_mistake"``). If the
     best expert makes m mistakes among v experts, M <= (ln v + m ln(1/beta)) / ln(2/(1+beta)).
 
+    ``brier`` (0, off, by default) adds to each sub-expert's loss the weight ``brier``
+    times half the Brier score of its votes scaled to sum to one, sum_c (p_c - [c = y])^2
+    / 2 in [0, 1]: on an update every voting sub-expert's weight is multiplied by
+    beta ** (wrong + brier * that), so sub-experts with the same mistakes are ordered by
+    the probability they gave the true labels (Brier 1950; a proper scoring rule). The
+    bound holds with m + brier * B in place of m, B the best sub-expert's summed half
+    Brier scores (docs/fusion.rst).
+
     Two options track a best expert that changes (both 0, off, by default; bounds in
     docs/tracking.rst). ``weight_floor`` is gamma of Littlestone & Warmuth's WML (1994, §5):
     a wrong expert's weight is multiplied by beta but not taken below gamma/n of the total
@@ -78,6 +89,9 @@ class WeightedMajority(MulticlassLearner):
         gamma in [0, 1): the relative weight floor (0: none).
     fixed_share
         alpha_s in [0, 1): the fraction each weight shares after an update (0: none).
+    brier
+        The weight of the half Brier score in a sub-expert's loss, in [0, 16] (0: none,
+        a sub-expert's loss is its 0/1 loss).
 
     Examples
     --------
@@ -100,6 +114,7 @@ class WeightedMajority(MulticlassLearner):
         "labels": Labels(),
         "weight_floor": Real(0.0, 1.0, high_open=True),
         "fixed_share": Real(0.0, 1.0, high_open=True),
+        "brier": Real(0.0, BRIER_LIMIT),
     }
     _state_arrays = {"u_": "float64", "scalars_": "float64"}
 
@@ -111,6 +126,7 @@ class WeightedMajority(MulticlassLearner):
         update: str = "every_trial",
         weight_floor: float = 0.0,
         fixed_share: float = 0.0,
+        brier: float = 0.0,
     ) -> None:
         self.n_experts = n_experts
         self.labels = labels  # type: ignore[assignment]
@@ -118,10 +134,13 @@ class WeightedMajority(MulticlassLearner):
         self.update = update
         self.weight_floor = weight_floor
         self.fixed_share = fixed_share
+        self.brier = brier
         self._initialise()
 
     def spec_params(self) -> dict[str, Any]:
-        return tracking_off(self.get_params())
+        # an option at 0 is left out: the spec (and state) are those of a learner without it
+        params = tracking_off(self.get_params())
+        return {k: v for k, v in params.items() if k != "brier" or v != 0}
 
     def _reset_state(self) -> None:
         self.u_ = np.ones(self.n_experts)
@@ -165,6 +184,7 @@ class WeightedMajority(MulticlassLearner):
             float(self.beta),
             float(self.weight_floor),
             float(self.fixed_share),
+            float(self.brier),
             self.update == "every_trial",
             x.expert,
             x.cls,
