@@ -76,6 +76,15 @@ class Settings(BaseSettings):
     max_answer_scores: int = Field(
         default=100_000, ge=1, description="items x labels in one predict answer"
     )
+    max_log_entries: int = Field(
+        default=10_000, ge=1, le=1_000_000, description="log entries one GET .../log answers"
+    )
+    max_import_lines: int = Field(
+        default=10_000, ge=100, le=1_000_000, description="lines one POST .../log takes"
+    )
+    max_import_line_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="bytes of one line of a POST .../log"
+    )
     ws_max_message_bytes: int = Field(
         default=1024 * 1024, ge=1024, description="one WebSocket message"
     )

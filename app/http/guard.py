@@ -210,7 +210,8 @@ def _hostname(host: bytes) -> str:
 
 
 def _is_json(ctype: bytes) -> bool:
-    return ctype.split(b";", 1)[0].strip().lower() == b"application/json"
+    """JSON, or NDJSON (``POST .../log``): neither can a cross-site form send."""
+    return ctype.split(b";", 1)[0].strip().lower() in (b"application/json", b"application/x-ndjson")
 
 
 def _scope_detail(scope: str, need: str, method: str, path: str) -> str:

@@ -36,6 +36,7 @@ from app.http.routers import (
     stream,
     trials,
 )
+from app.http.routers import log as model_log
 from app.http.routers.common import add_components
 from app.service.access import Auth
 from app.service.model_service import ModelService
@@ -137,7 +138,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST", "PUT", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
-            expose_headers=["Retry-After", "RateLimit-Limit", "RateLimit-Remaining"],
+            expose_headers=[
+                "Retry-After",
+                "RateLimit-Limit",
+                "RateLimit-Remaining",
+                *model_log.PAGE_HEADERS,
+            ],
         )
     app.add_middleware(RequestMetrics)
     app.include_router(health.router)
@@ -145,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(backtests.router)
     app.include_router(trials.router)
+    app.include_router(model_log.router)
     app.include_router(stats.router)
     app.include_router(stream.router)
     app.include_router(keys.router)

@@ -133,6 +133,25 @@ ERRORS: dict[str, dict[int, str]] = {
     "POST /v1/models/{name}/predict/batch": _TRIAL,
     "POST /v1/models/{name}/label/batch": _TRIAL,
     "POST /v1/models/{name}/learn/batch": {**_TRIAL, 409: _AGAIN},
+    "GET /v1/models/{name}/log": {
+        **_MODEL,
+        409: "the model was deleted and made again while the page was read",
+        422: "from is beyond the model's version, or before the first entry its log holds; "
+        "or limit is beyond max_log_entries",
+    },
+    # a line the model refuses is answered in the 200 body, with its number
+    "POST /v1/models/{name}/log": {
+        **_MODEL,
+        413: _BODY,
+        415: "the body is not application/x-ndjson, or has a Content-Encoding",
+        422: "a line is not JSON, not a line of the schema, or beyond max_import_line_bytes; "
+        "the body has no line or more than max_import_lines; first_line does not start a "
+        "block of 100 lines",
+    },
+    "GET /v1/models/{name}/log/imports/{import_id}": {
+        **_MODEL,
+        422: "the name or the import id does not match its pattern",
+    },
     "POST /v1/keys": {413: _BODY, 422: "a field does not fit the schema", 503: _REDIS},
     "GET /v1/keys": {503: _REDIS},
     "DELETE /v1/keys/{key_id}": {
@@ -191,7 +210,7 @@ def _guarded(method: str, allowed: Access, errors: dict[int, str]) -> dict[int, 
     """``errors`` with what the guard may answer before the operation runs."""
     out = {400: _GUARD[400], **errors}
     if method in WRITE_METHODS:
-        out[415] = _UNSUPPORTED
+        out.setdefault(415, _UNSUPPORTED)
     if allowed.scope is None:
         return out
     out |= {c: _GUARD[c] for c in (401, 403)}

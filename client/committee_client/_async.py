@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -32,6 +32,8 @@ from committee_client.types import (
     Labelled,
     Learned,
     LearnerKind,
+    LogImport,
+    LogPage,
     Model,
     NewKey,
     Prediction,
@@ -116,7 +118,7 @@ class AsyncClient:
                 error = connection_failed(e)
             else:
                 if r.is_success:
-                    return call.read(read_json(r))
+                    return call.read(r if call.whole else read_json(r))
                 error = error_of(r)
             wait = self.retry.after(error, attempt, call.idempotent) if call.retried else None
             if wait is None:
@@ -332,6 +334,71 @@ class AsyncClient:
     ) -> list[BatchItem[Learned]]:
         """Learn several (instance, label) in order; retried like ``learn``."""
         return await self._run(calls.learn_batch(name, items))
+
+    # -- the log: export and import ---------------------------------------------------
+
+    async def log_page(
+        self, name: str, from_version: int = 0, *, limit: int | None = None
+    ) -> LogPage:
+        """The entries of the model's log after version ``from_version``, at most
+        ``limit`` (the service's ``max_log_entries`` when None)."""
+        return await self._run(calls.log_page(name, from_version, limit))
+
+    async def export_log(
+        self, name: str, from_version: int = 0, *, to_version: int | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The model's log after ``from_version``, entry by entry (a page at a time), up
+        to ``to_version`` (None: the model's version when the first page is read)."""
+        after, end = from_version, to_version
+        while end is None or after < end:
+            page = await self.log_page(name, after)
+            end = page.version if end is None else end
+            for entry in page.entries():
+                if entry["seq"] > end:
+                    return
+                yield entry
+            if page.next_from == after:
+                return
+            after = page.next_from
+
+    async def import_progress(self, name: str, import_id: str) -> int:
+        """The line an import under ``import_id`` resumes at (1 when none was kept)."""
+        return (await self._run(calls.import_progress(name, import_id))).next_line
+
+    async def import_log(
+        self,
+        name: str,
+        lines: Iterable[Mapping[str, Any] | str | bytes],
+        *,
+        import_id: str,
+        first_line: int = 1,
+        lines_per_request: int = 1_000,
+        bytes_per_request: int = 1 << 20,
+        progress: Callable[[LogImport], None] | None = None,
+    ) -> LogImport:
+        """Replay ``lines`` into the model, each block of 100 lines at most once under
+        ``import_id`` (see :meth:`Client.import_log <committee_client.Client.import_log>`)."""
+        done: LogImport | None = None
+        for at, body in calls.import_requests(
+            lines, first_line, lines_per_request, bytes_per_request
+        ):
+            got = await self._run(calls.import_lines(name, body, import_id, at))
+            done = got if done is None else done.then(got)
+            if progress is not None:
+                progress(done)
+        if done is None:
+            return LogImport(
+                import_id=import_id,
+                first_line=first_line,
+                lines=0,
+                applied=0,
+                already=0,
+                failed=0,
+                errors=[],
+                next_line=first_line,
+                model_version=(await self.model(name)).version,
+            )
+        return done
 
     # -- stream ----------------------------------------------------------------------
 

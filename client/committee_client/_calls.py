@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import quote, urlencode
 
 from pydantic import TypeAdapter
 
@@ -17,12 +17,15 @@ from committee_client.types import (
     ApiKey,
     AuditEntry,
     BatchItem,
+    ImportProgress,
     Instance,
     Job,
     Label,
     Labelled,
     Learned,
     LearnerKind,
+    LogImport,
+    LogPage,
     Model,
     NewKey,
     Prediction,
@@ -47,15 +50,32 @@ class Call(Generic[R]):
     idempotent: bool = True
     retried: bool = True
     key: str | None = None
+    #: a body sent as it is, of type ``media`` (NDJSON), instead of ``body`` as JSON
+    raw: bytes | None = None
+    media: str = "application/json"
+    #: ``read`` takes the whole answer (``Answer``: its headers too) rather than its JSON
+    whole: bool = False
 
     def headers(self) -> dict[str, str]:
-        out = {} if self.body is None else {"content-type": "application/json"}
+        out = {} if self.body is None and self.raw is None else {"content-type": self.media}
         if self.key is not None:
             out["idempotency-key"] = self.key
         return out
 
     def content(self) -> bytes | None:
+        if self.raw is not None:
+            return self.raw
         return None if self.body is None else encode(self.body)
+
+
+class Answer(Protocol):
+    """What a call that reads the whole answer (``whole``) gets: an httpx response."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def content(self) -> bytes: ...
 
 
 def _plain(o: Any) -> Any:
@@ -311,3 +331,86 @@ def revoke_key(key_id: str) -> Call[None]:
 
 def audit(limit: int) -> Call[list[AuditEntry]]:
     return Call("GET", f"/v1/audit?limit={int(limit)}", lambda b: _audit(b["entries"]))
+
+
+NDJSON = "application/x-ndjson"
+#: lines per block of an import: a request starts a block, and holds whole blocks except
+#: the import's last (the service's ``app.service.log_import.BLOCK``)
+IMPORT_BLOCK = 100
+
+
+def _page(r: Answer) -> LogPage:
+    lines = r.content.split(b"\n")
+    return LogPage(
+        lines=[line for line in lines if line],
+        next_from=int(r.headers["committee-next-from"]),
+        version=int(r.headers["committee-log-version"]),
+    )
+
+
+def log_page(name: str, after: int, limit: int | None) -> Call[LogPage]:
+    query = urlencode({"from": int(after), **({} if limit is None else {"limit": int(limit)})})
+    return Call("GET", f"{_model(name, 'log')}?{query}", _page, whole=True)
+
+
+def import_lines(name: str, body: bytes, import_id: str, first_line: int) -> Call[LogImport]:
+    """One request of an import: its blocks are appended at most once, so a retry is safe."""
+    query = urlencode({"import_id": import_id, "first_line": int(first_line)})
+    path = f"{_model(name, 'log')}?{query}"
+    return Call("POST", path, LogImport.model_validate, raw=body, media=NDJSON)
+
+
+def import_progress(name: str, import_id: str) -> Call[ImportProgress]:
+    path = _model(name, "log", "imports", quote(import_id, safe=""))
+    return Call("GET", path, ImportProgress.model_validate)
+
+
+def ndjson_line(line: Mapping[str, Any] | str | bytes) -> bytes:
+    """One line of an import: a document as JSON, text as it is (without its newline)."""
+    if isinstance(line, bytes):
+        return line.rstrip(b"\r\n")
+    if isinstance(line, str):
+        return line.rstrip("\r\n").encode()
+    return encode(line)
+
+
+def import_requests(
+    lines: Iterable[Mapping[str, Any] | str | bytes],
+    first_line: int,
+    lines_per_request: int,
+    bytes_per_request: int,
+) -> Iterator[tuple[int, bytes]]:
+    """The bodies an import sends, with their first line's number: whole blocks of
+    :data:`IMPORT_BLOCK` lines, at most ``lines_per_request`` lines (a multiple of it)
+    and, unless a block alone is larger, ``bytes_per_request`` bytes."""
+    if (first_line - 1) % IMPORT_BLOCK:
+        raise ValueError(f"first_line {first_line}: expected 1 + a multiple of {IMPORT_BLOCK}")
+    if lines_per_request < IMPORT_BLOCK or lines_per_request % IMPORT_BLOCK:
+        raise ValueError(
+            f"lines_per_request {lines_per_request}: expected a multiple of {IMPORT_BLOCK}"
+        )
+    at, body, n = first_line, bytearray(), 0  # the request being made, of n lines
+    block, m = bytearray(), 0  # the block being read, of m lines
+
+    def full() -> bool:  # whether the block does not fit in the request too
+        return bool(body) and (
+            n + m > lines_per_request or len(body) + len(block) > bytes_per_request
+        )
+
+    for line in lines:
+        block += ndjson_line(line) + b"\n"
+        m += 1
+        if m < IMPORT_BLOCK:
+            continue
+        if full():
+            yield at, bytes(body)
+            at, body, n = at + n, bytearray(), 0
+        body += block
+        n += m
+        block, m = bytearray(), 0
+    if full():
+        yield at, bytes(body)
+        at, body = at + n, bytearray()
+    body += block
+    if body:
+        yield at, bytes(body)

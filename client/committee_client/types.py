@@ -6,6 +6,7 @@ newer service. ``Label`` is a string or an integer, as the model's labels were g
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
@@ -20,6 +21,7 @@ __all__ = [
     "BacktestRun",
     "BatchItem",
     "Counters",
+    "ImportProgress",
     "Instance",
     "Internal",
     "ItemError",
@@ -30,6 +32,9 @@ __all__ = [
     "LearnerKind",
     "LearnerParameter",
     "LearnerStats",
+    "LineError",
+    "LogImport",
+    "LogPage",
     "Model",
     "NewKey",
     "Prediction",
@@ -39,6 +44,7 @@ __all__ = [
 ]
 
 Label = StrictStr | StrictInt
+MAX_KEPT_ERRORS = 1_000  # the errors of an import's lines kept over its requests
 Instance = Mapping[str, Any]
 """``{"features": [...] | {feature: value}, "experts": {expert: vote}}``, either or both."""
 
@@ -292,3 +298,64 @@ class AuditEntry(_Out):
     model: str | None
     status: int
     detail: str
+
+
+class LogPage(_Out):
+    """A page of a model's log (``GET /v1/models/{name}/log``): its entries as the NDJSON
+    lines served (without their newlines), the version of the last one (``next_from``,
+    the next page's start), and the model's version when read; more entries follow while
+    ``next_from < version``. ``entries()`` decodes the lines."""
+
+    lines: list[bytes]
+    next_from: int
+    version: int
+
+    def entries(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.lines]
+
+
+class LineError(_Out):
+    """A line of an import the model refused: its number, and why."""
+
+    line: int
+    status: int
+    message: str
+    field: str | None = None
+
+
+class LogImport(_Out):
+    """What an import did: of its ``lines`` (from ``first_line``, blank ones included),
+    those appended now, those an earlier run appended already, and those refused (each
+    in ``errors``, the first 1,000 of them kept over several requests)."""
+
+    import_id: str
+    first_line: int
+    lines: int
+    applied: int
+    already: int
+    failed: int
+    errors: list[LineError]
+    next_line: int
+    model_version: int
+
+    def then(self, more: LogImport) -> LogImport:
+        """This and the request after it, as one."""
+        return self.model_copy(
+            update={
+                "lines": self.lines + more.lines,
+                "applied": self.applied + more.applied,
+                "already": self.already + more.already,
+                "failed": self.failed + more.failed,
+                "errors": [*self.errors, *more.errors][:MAX_KEPT_ERRORS],
+                "next_line": more.next_line,
+                "model_version": more.model_version,
+            }
+        )
+
+
+class ImportProgress(_Out):
+    """Where an import resumes (``GET .../log/imports/{import_id}``)."""
+
+    import_id: str
+    next_line: int
+    block: int

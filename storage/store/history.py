@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from storage.codec import valid_stamp
@@ -54,6 +55,16 @@ class History:
             n = await c.client.xlen(c.keys(name).log)
             first: Any = await c.client.xrange(c.keys(name).log, "-", "+", 1)
         return n, (as_int(first[0][0].split(b"-")[0], "log id") if first else 0)
+
+    async def records(self, name: str, keys: Sequence[str]) -> list[tuple[str, str, str] | None]:
+        """(operation, request hash, incarnation) of the idempotency record of each of
+        ``keys``, None where there is none."""
+        c = self.calls
+        async with redis_errors(), c.client.pipeline(transaction=False) as p:
+            for key in keys:
+                p.hmget(c.keys(name).idem(key), "op", "h", "inc")
+            got: list[Any] = await p.execute()
+        return [None if r[0] is None else (text(r[0]), text(r[1]), text(r[2])) for r in got]
 
     async def save_snapshot(
         self,

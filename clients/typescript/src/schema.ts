@@ -464,6 +464,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models/{name}/log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export Log
+         * @description The model's log after version ``from``, one entry a line (NDJSON): trials learned,
+         *     predictions served and their labels, changes of the input, resets of the state; at
+         *     most ``limit`` entries (``max_log_entries``). ``Committee-Next-From`` is the next
+         *     page's ``from``; ``Committee-Log-Version`` the model's version when read. 422 naming
+         *     ``from`` for a version beyond the model's, or before the first entry its log still
+         *     holds (a snapshot took the place of those before).
+         */
+        get: operations["export_log_v1_models__name__log_get"];
+        put?: never;
+        /**
+         * Import Log
+         * @description Replay a labelled history into the model through its log: one line a trial to
+         *     learn (``{"instance", "label"}``, as ``POST .../learn`` takes it) or a change of its
+         *     input (``{"kind": "change", "change": ...}``, with an admin key); an export's lines
+         *     as they are. Idempotent by line: lines come in blocks of 100 (by their number from
+         *     ``first_line``), each appended at most once under ``import_id``, so a retry or a
+         *     rerun appends nothing twice (``already``); ``GET .../log/imports/{import_id}`` says
+         *     where to resume. A line's fault of the model's (an unknown label, say) is in
+         *     ``errors`` with its number; a line that is not JSON or not of the schema, longer
+         *     than ``max_import_line_bytes``, or more lines than ``max_import_lines`` are a 422
+         *     naming it, and nothing is appended.
+         */
+        post: operations["import_log_v1_models__name__log_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/log/imports/{import_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Import Progress
+         * @description Where an import under ``import_id`` resumes: the first line of the first block of
+         *     it the model has no record of (1 when it has none). Records last as long as the
+         *     model's label window (``label_ttl``).
+         */
+        get: operations["import_progress_v1_models__name__log_imports__import_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models/{name}/stats": {
         parameters: {
             query?: never;
@@ -793,9 +853,15 @@ export interface components {
          *     }
          */
         ExpertsChange: {
-            /** Add */
+            /**
+             * Add
+             * @default null
+             */
             add?: string[] | null;
-            /** Retire */
+            /**
+             * Retire
+             * @default null
+             */
             retire?: string[] | null;
         };
         /**
@@ -823,6 +889,21 @@ export interface components {
         HTTPValidationError: {
             /** Detail */
             detail: components["schemas"]["ValidationError"][];
+        };
+        /** ImportProgressPublic */
+        ImportProgressPublic: {
+            /** Import Id */
+            import_id: string;
+            /**
+             * Next Line
+             * @description the line the import resumes at (1: none is kept)
+             */
+            next_line: number;
+            /**
+             * Block
+             * @description lines a request's first line starts a block of
+             */
+            block: number;
         };
         /**
          * InputConfig
@@ -1091,6 +1172,56 @@ export interface components {
             expected: string;
             /** Context */
             context: boolean;
+        };
+        /** LineError */
+        LineError: {
+            /**
+             * Line
+             * @description the line's number in the import (from 1)
+             */
+            line: number;
+            /** Status */
+            status: number;
+            /** Message */
+            message: string;
+            /** Field */
+            field?: string | null;
+        };
+        /** LogImportPublic */
+        LogImportPublic: {
+            /** Import Id */
+            import_id: string;
+            /** First Line */
+            first_line: number;
+            /**
+             * Lines
+             * @description lines in the request, blank ones included
+             */
+            lines: number;
+            /**
+             * Applied
+             * @description lines appended to the log now
+             */
+            applied: number;
+            /**
+             * Already
+             * @description lines an earlier request of this import appended
+             */
+            already: number;
+            /**
+             * Failed
+             * @description lines refused, each in errors
+             */
+            failed: number;
+            /** Errors */
+            errors: components["schemas"]["LineError"][];
+            /**
+             * Next Line
+             * @description the first line of the next request
+             */
+            next_line: number;
+            /** Model Version */
+            model_version: number;
         };
         /** MemberPublic */
         MemberPublic: {
@@ -1549,6 +1680,82 @@ export interface components {
             /** Items */
             items: components["schemas"]["LearnCreate"][];
         };
+        /** LogChange */
+        LogChange: {
+            experts?: components["schemas"]["ExpertsChange"];
+            features?: components["schemas"]["FeaturesChange"];
+            labels?: components["schemas"]["LabelsChange"];
+        };
+        /**
+         * LogChangeLine
+         * @description A change of the model's input, as ``POST .../experts`` (``.../features``,
+         *     ``.../labels``) takes it: needs an admin key.
+         * @example {
+         *       "change": {
+         *         "experts": {
+         *           "add": [
+         *             "vit"
+         *           ]
+         *         }
+         *       },
+         *       "kind": "change"
+         *     }
+         */
+        LogChangeLine: {
+            /**
+             * Kind
+             * @constant
+             */
+            kind: "change";
+            change: components["schemas"]["LogChange"];
+            /** Seq */
+            seq?: number;
+        };
+        /**
+         * LogTrialLine
+         * @description A trial to learn, as ``POST .../learn`` takes it; the other members are those an
+         *     export writes, taken and left as they are.
+         * @example {
+         *       "instance": {
+         *         "experts": {
+         *           "cnn": {
+         *             "cat": 0.7,
+         *             "dog": 0.3
+         *           },
+         *           "knn": [
+         *             0.2,
+         *             0.5,
+         *             0.3
+         *           ],
+         *           "svm": "dog"
+         *         },
+         *         "features": [
+         *           1,
+         *           0
+         *         ]
+         *       },
+         *       "label": "cat"
+         *     }
+         */
+        LogTrialLine: {
+            instance: components["schemas"]["Instance"];
+            /** Label */
+            label: string | number;
+            /** Trial Id */
+            trial_id?: string | null;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind?: "learn" | "label";
+            /** Seq */
+            seq?: number;
+            /** Predicted */
+            predicted?: string | number;
+            /** Served At */
+            served_at?: number;
+        };
+        LogLineCreate: components["schemas"]["LogTrialLine"] | components["schemas"]["LogChangeLine"];
         Error: {
             detail: string;
         };
@@ -5210,6 +5417,368 @@ export interface operations {
                 };
             };
             /** @description the body or name does not fit the schema or the model */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    export_log_v1_models__name__log_get: {
+        parameters: {
+            query?: {
+                /** @description the version to start after (0: from the model's creation) */
+                from?: number;
+                /** @description entries at most (max_log_entries when not given) */
+                limit?: number | null;
+            };
+            header?: never;
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the entries, one JSON document a line */
+            200: {
+                headers: {
+                    /** @description the version of the last entry given: the next page's from */
+                    "Committee-Next-From"?: number;
+                    /** @description the model's version when read: more entries follow while Committee-Next-From is below it */
+                    "Committee-Log-Version"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": Record<string, never>;
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the model was deleted and made again while the page was read */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description from is beyond the model's version, or before the first entry its log holds; or limit is beyond max_log_entries */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    import_log_v1_models__name__log_post: {
+        parameters: {
+            query: {
+                /** @description your name for this import */
+                import_id: string;
+                /** @description the number of the body's first line in the import: 1 + a multiple of 100 */
+                first_line?: number;
+            };
+            header?: never;
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-ndjson": components["schemas"]["LogLineCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogImportPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than max_body_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/x-ndjson, or has a Content-Encoding */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a line is not JSON, not a line of the schema, or beyond max_import_line_bytes; the body has no line or more than max_import_lines; first_line does not start a block of 100 lines */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    import_progress_v1_models__name__log_imports__import_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the model's name */
+                name: string;
+                /** @description the import's id */
+                import_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportProgressPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name or the import id does not match its pattern */
             422: {
                 headers: {
                     [name: string]: unknown;
