@@ -387,17 +387,8 @@ class AsyncClient:
             if progress is not None:
                 progress(done)
         if done is None:
-            return LogImport(
-                import_id=import_id,
-                first_line=first_line,
-                lines=0,
-                applied=0,
-                already=0,
-                failed=0,
-                errors=[],
-                next_line=first_line,
-                model_version=(await self.model(name)).version,
-            )
+            version = (await self.model(name)).version
+            return calls.nothing_imported(import_id, first_line, version)
         return done
 
     # -- stream ----------------------------------------------------------------------

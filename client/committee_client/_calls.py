@@ -353,6 +353,21 @@ def log_page(name: str, after: int, limit: int | None) -> Call[LogPage]:
     return Call("GET", f"{_model(name, 'log')}?{query}", _page, whole=True)
 
 
+def nothing_imported(import_id: str, first_line: int, model_version: int) -> LogImport:
+    """The outcome of an import that had no lines to send."""
+    return LogImport(
+        import_id=import_id,
+        first_line=first_line,
+        lines=0,
+        applied=0,
+        already=0,
+        failed=0,
+        errors=[],
+        next_line=first_line,
+        model_version=model_version,
+    )
+
+
 def import_lines(name: str, body: bytes, import_id: str, first_line: int) -> Call[LogImport]:
     """One request of an import: its blocks are appended at most once, so a retry is safe."""
     query = urlencode({"import_id": import_id, "first_line": int(first_line)})
