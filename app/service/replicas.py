@@ -257,6 +257,12 @@ class Replicas:
             await until(self.stopping, FLUSH_DELAY)
             stuck = 0
             while True:
+                serving = self._live.get(m.name)
+                if serving is not None and serving is not m:
+                    # replaced meanwhile (a rollback, a state import, a reload): the copy
+                    # that serves now holds the outcomes to fold, and its calls found this
+                    # flush under way rather than starting their own
+                    m, stuck = serving, 0
                 if m.unfolded:
                     before = m.folded
                     m = await self.sync(m)

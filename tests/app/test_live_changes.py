@@ -89,6 +89,34 @@ def test_experts_join_and_retire_live_and_old_predictions_take_their_labels(
     assert folded["counters"]["quarantined"] == 0
 
 
+def test_statistics_name_the_labels_added_live_and_after_a_rollback(
+    client: httpx.Client, model_name: str
+) -> None:
+    c, name = client, model_name
+    rng = np.random.default_rng(5)
+    assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+    labels = list(FUSION["labels"])
+    for new in ("fox", "owl"):
+        for _ in range(6):
+            y = labels[int(rng.integers(len(labels)))]
+            assert _learn(c, name, _votes(rng, ["cnn", "rf"], labels), y).status_code == 200
+        assert c.post(f"/v1/models/{name}/labels", json={"add": [new]}).status_code == 200
+        labels.append(new)
+        assert _learn(c, name, {"cnn": new}, new).status_code == 200
+        p = c.post(f"/v1/models/{name}/predict", json={"instance": {"experts": {"rf": "cat"}}})
+        assert c.post(
+            f"/v1/models/{name}/label", json={"trial_id": p.json()["trial_id"], "label": new}
+        ).is_success
+    # back to a version before "owl" came: the labels added since stay
+    assert c.post(f"/v1/models/{name}/rollback", json={"version": 8}).status_code == 200
+    assert _learn(c, name, {"cnn": "owl"}, "owl").status_code == 200
+    wait_folded(c, name)
+    stats = c.get(f"/v1/models/{name}/stats").json()
+    named = set(stats["confusion"]) | {p for row in stats["confusion"].values() for p in row}
+    assert {"fox", "owl"} <= set(stats["confusion"]) and named <= set(labels)
+    assert sum(n for row in stats["confusion"].values() for n in row.values()) > 12
+
+
 def test_what_a_model_cannot_take_is_a_422_naming_it(client: httpx.Client, model_name: str) -> None:
     c, name = client, model_name
     binary = {

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
-from _procs import assert_same_state, replay
+from _procs import assert_same_state, replay, wait_folded
 
 from app.core.settings import Settings
 from models.core.learner import CONTEXT_PARAMS
@@ -106,6 +106,21 @@ def test_a_rollback_keeps_what_the_model_gained_since(
         f"/v1/models/{name}/learn", json={"instance": {"experts": {"vit": "fox"}}, "label": "fox"}
     )
     assert learned.status_code == 200, learned.text
+
+
+def test_a_trial_learned_just_after_a_rollback_is_folded_without_another_call(
+    client: httpx.Client, model_name: str
+) -> None:
+    # the outcomes of the learns before the rollback are being folded in the background
+    # when the rollback replaces the worker's copy; the learn after it, on the new copy,
+    # finds that fold under way, which must then fold the new copy's outcome too
+    c, name = client, model_name
+    assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+    _learn(c, name, 6, 8, ["cnn", "svm", "rf"])
+    assert c.post(f"/v1/models/{name}/rollback", json={"version": 4}).status_code == 200
+    _learn(c, name, 7, 1, ["cnn", "svm", "rf"])
+    model = wait_folded(c, name, timeout=10.0)
+    assert (model["version"], model["counters"]["learned"]) == (10, 9)
 
 
 def test_what_a_rollback_cannot_do_is_named(client: httpx.Client, model_name: str) -> None:

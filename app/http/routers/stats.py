@@ -24,7 +24,9 @@ def _rate(mistakes: int, trials: int) -> float | None:
 def public(s: Statistics) -> dict[str, Any]:
     """The :class:`StatsPublic` document of ``s`` (built directly: dashboards poll it)."""
     m = s.model
-    labels = [str(v) for v in m.config.get("labels", [])]
+    # the labels it has now: those added live after it was made included (labels are
+    # only ever added, so a count's index names the same label ever after)
+    labels = [str(v) for v in m.current.get("labels", [])]
 
     def label(c: int) -> str:
         return labels[c] if 0 <= c < len(labels) else str(c)
