@@ -4,17 +4,33 @@ with a client certificate."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from _procs import Service
 from _tls import TlsRedis, make_certificates
-from websockets.sync.client import connect
+from websockets.asyncio.client import connect
+
+# seconds for the stream's TLS and WebSocket handshakes and its answer: the asyncio client,
+# whose every wait the event loop bounds (a failed handshake of the threaded client may
+# leave it joining its reader thread)
+WSS_TIMEOUT = 90.0
+
+
+async def _predict_over_wss(url: str, trust: ssl.SSLContext) -> dict[str, Any]:
+    async with connect(url, ssl=trust, open_timeout=WSS_TIMEOUT) as ws:
+        await ws.send(
+            json.dumps({"op": "predict", "id": 1, "instance": {"features": [1, 0, 1, 0]}})
+        )
+        answer: dict[str, Any] = json.loads(await ws.recv())
+        return answer
 
 
 def test_https_service_over_a_tls_redis(tmp_path: Path) -> None:
@@ -42,9 +58,8 @@ def test_https_service_over_a_tls_redis(tmp_path: Path) -> None:
             assert learned.status_code == 200, learned.text
             assert c.get("/v1/models/secure").json()["version"] == 1
         url = svc.url.replace("https://", "wss://") + "/v1/models/secure/stream"
-        with connect(url, ssl=trust) as ws:
-            ws.send(json.dumps({"op": "predict", "id": 1, "instance": {"features": [1, 0, 1, 0]}}))
-            assert json.loads(ws.recv(timeout=30))["result"]["label"] in ("a", "b")
+        answer = asyncio.run(asyncio.wait_for(_predict_over_wss(url, trust), WSS_TIMEOUT))
+        assert answer["result"]["label"] in ("a", "b")
         # plain HTTP to the TLS port gets nothing it can read
         with pytest.raises(httpx.HTTPError):
             httpx.get(svc.url.replace("https://", "http://") + "/healthz", timeout=5)
