@@ -224,6 +224,48 @@ class Settings(BaseSettings):
         default="json", description="json: one object per line, for log pipelines"
     )
 
+    # -- fan-out: the deployed experts the service asks itself (docs/fanout.rst) -------
+    allowed_endpoints: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="host globs experts' endpoints may call, as host or host:port "
+        "(comma-separated, e.g. '127.0.0.1:*,*.svc.cluster.local'); none by default",
+    )
+    endpoint_secrets: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        repr=False,
+        description="request headers of the endpoints by secret name (JSON: name -> headers); "
+        "an endpoint names one as headers_secret",
+    )
+    fanout_deadline_ms: int = Field(
+        default=200, ge=1, le=60_000, description="an endpoint model's deadline unless it sets one"
+    )
+    fanout_max_deadline_ms: int = Field(
+        default=10_000, ge=1, le=600_000, description="the longest deadline_ms a model may set"
+    )
+    fanout_max_answer_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="bytes of one endpoint's answer (longer: abstains)",
+    )
+    fanout_max_batch: int = Field(
+        default=64, ge=1, le=10_000, description="rows one v2 request to an endpoint carries"
+    )
+    fanout_concurrency: int = Field(
+        default=16, ge=1, le=10_000, description="requests in flight to one endpoint per worker"
+    )
+    fanout_breaker_failures: int = Field(
+        default=5, ge=1, description="consecutive failures that open an endpoint's breaker"
+    )
+    fanout_breaker_cooldown_ms: int = Field(
+        default=5_000, ge=1, description="an open breaker's wait before it lets a probe through"
+    )
+
+    @field_validator("allowed_endpoints", mode="before")
+    @classmethod
+    def _endpoint_globs(cls, v: Any) -> Any:
+        """A JSON list or a comma-separated string, as :meth:`_split` reads one."""
+        return cls._split(v)
+
     @field_validator("allowed_hosts", "allowed_origins", "cors_origins", mode="before")
     @classmethod
     def _split(cls, v: Any) -> Any:

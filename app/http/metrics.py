@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.service.fanout import BREAKER_STATE, EXPERT_OUTCOMES, EXPERT_SECONDS
 from storage.repository import Statistics
 
 __all__ = ["CONTENT_TYPE", "WORKER", "RequestMetrics", "render"]
@@ -114,7 +115,10 @@ def render(stats: Iterable[Statistics]) -> bytes:
 
 
 class _Process:
-    """This process's request histogram (single-process mode)."""
+    """This process's request histogram, and its calls to experts' endpoints
+    (single-process mode)."""
 
     def collect(self) -> Iterable[Metric]:
         yield from REQUESTS.collect()
+        for metric in (EXPERT_OUTCOMES, EXPERT_SECONDS, BREAKER_STATE):
+            yield from metric.collect()

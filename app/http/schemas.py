@@ -112,7 +112,9 @@ class InputConfig(_In):
         description='{"expert_names": [...], "normalize": "raw" | "sum-to-one" | "rank" | '
         '"argmax" or a list of them (one sub-expert each), "combinations": null | '
         '{"size": k, "by": "score" | "rank" | ["score", "rank"]}, "threshold_experts": false, '
-        '"split_classes": null}',
+        '"split_classes": null, "deadline_ms": 200, "endpoints": {expert: {"url": ..., '
+        '"protocol": "v2" | "json", "model": ..., "output": ..., "timeout_ms": ..., '
+        '"headers_secret": ..., "classes": [...]}}} (endpoints: docs/fanout.rst)',
         examples=[EXAMPLE_MODEL["input"]["experts"]],
     )
     generations: list[list[int]] | None = Field(
@@ -345,6 +347,11 @@ class PredictPublic(BaseModel):
     label: Label
     scores: dict[str, float]
     model_version: int = Field(description="the log version of the hypothesis that predicted")
+    abstained: list[str] | None = Field(
+        None,
+        description="with inputs: the experts that gave no vote (late, failed or malformed "
+        "answers, and experts neither asked nor posted)",
+    )
 
 
 class LabelPublic(BaseModel):

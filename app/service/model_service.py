@@ -28,6 +28,7 @@ from app.core.errors import BadInput
 from app.core.settings import Settings
 from app.core.waiting import until
 from app.service.backtests import Backtests
+from app.service.fanout import check_plan
 from app.service.gather import Gathers
 from app.service.live_model import LiveModel, LogRange, Start, build_model, plan_model
 from app.service.replicas import LIMIT, Replicas, Warming
@@ -114,6 +115,7 @@ class ModelService:
             except Exception:
                 log.exception("the sweep of deleted models had stopped on an error")
         await self.replicas.close()
+        await self.trials.fanout.aclose()
 
     async def _sweep_forever(self) -> None:
         while not self._stop.is_set():
@@ -135,6 +137,7 @@ class ModelService:
         """Check the config against the budgets, build its learner once off the event
         loop (so a config that cannot be built is refused here), and store it."""
         space, form = plan_model(config, self.replicas.limits)
+        check_plan(space, self.settings)  # its experts' endpoints, if any
         if self.warmup is not None:
             await self.warmup.wait()
         await asyncio.to_thread(build_model, config, self.replicas.limits)

@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 
 from app.core.errors import BadInput, TrialConflict, TrialExpired, TrialNotFound
+from app.service.fanout import Fanout
 from app.service.gather import Gathers
 from app.service.live_model import Applied, LiveModel
 from app.service.replicas import TRIAL_LIMIT, Replicas
@@ -66,6 +67,11 @@ class Judgement(dict[str, Any]):
     __slots__ = ()
 
 
+def _abstained(names: Sequence[str], retired: frozenset[str], votes: dict[str, Any]) -> list[str]:
+    """The experts among ``names`` (retired ones aside) that have no vote in ``votes``."""
+    return [e for e in names if e not in retired and votes.get(e) in (None, {})]
+
+
 def _updated_here(m: LiveModel, seq: int, stored: int) -> bool | None:
     """Whether applying log entry ``seq`` updated the learner, as its stored outcome
     (``stored``, -1 for none yet) or ``m`` says; None when neither does."""
@@ -94,6 +100,8 @@ class TrialCalls:
         )
         self._labels: Gathers[str, tuple[str, Any], Result] = Gathers(self.label, GATHER_MOST)
         self._learns: Gathers[str, LearnRequest, Result] = Gathers(self._learn_each, GATHER_MOST)
+        # the experts' endpoints, asked by a predict with inputs (app.service.fanout)
+        self.fanout = Fanout(self.settings)
 
     # -- single trials, gathered ------------------------------------------------------
 
@@ -103,6 +111,27 @@ class TrialCalls:
         """:meth:`predict` of one item, gathered with others of the model."""
         gathered = self._predicts if track else self._untracked
         return await gathered(name, (payload, trial_id))
+
+    async def predict_inputs(
+        self,
+        name: str,
+        inputs: Any,
+        instance: dict[str, Any],
+        trial_id: str | None,
+        *,
+        track: bool = True,
+    ) -> Result:
+        """:meth:`predict_one` of ``instance`` with the votes of the experts that have an
+        endpoint and no vote in it, asked with ``inputs`` (:mod:`app.service.fanout`):
+        kept in the trial as posted votes are. The answer names the experts that
+        abstained (``abstained``)."""
+        m = await self.replicas.live(name)
+        posted = instance.get("experts") or {}
+        experts = {**await self.fanout.votes(name, m.space, inputs, posted), **posted}
+        got = await self.predict_one(name, {**instance, "experts": experts}, trial_id, track=track)
+        if isinstance(got, dict):
+            got = {**got, "abstained": _abstained(m.space.expert_names, m.space.retired, experts)}
+        return got
 
     async def label_one(self, name: str, trial_id: str, label: Any) -> Result:
         """:meth:`label` of one trial, gathered with others of the model."""

@@ -19,7 +19,8 @@ Config::
                  "combinations": null | {"size": k, "by": "score" | "rank" | [both]},
                  "threshold_experts": false,           # k sub-experts, one per class
                  "split_classes": null | "all" | [label, ...],    # per-class split
-                 "retired": []}}                       # experts that vote no more
+                 "retired": [],                        # experts that vote no more
+                 "endpoints": ..., "deadline_ms": ...}} # kept as they come, unread here
 
 At least one of ``attributes`` and ``experts`` is given.
 
@@ -133,6 +134,9 @@ _HASH_CACHE_LIMIT = 1 << 16
 VOTES_TOGETHER = 3
 _RAW = (RawExperts, RawFeatures)  # payloads that come as their JSON text
 _DIGIT_KEYS = re.compile(r"[0-9]{1,18}(?:,[0-9]{1,18})*")
+# members of the experts section this space keeps as they came without reading them: the
+# service's own (where it asks deployed experts for their votes: app.service.fanout)
+OPAQUE_EXPERTS = ("endpoints", "deadline_ms")
 
 
 class InputSpace:
@@ -354,6 +358,7 @@ class InputSpace:
             "threshold_experts",
             "split_classes",
             "retired",
+            *OPAQUE_EXPERTS,
         )
         section = read_section(section, "experts", keys)
         if "expert_names" not in section:
@@ -406,6 +411,9 @@ class InputSpace:
             out["combinations"] = self._combinations.config()
         if retired:
             out["retired"] = list(retired)
+        for key in OPAQUE_EXPERTS:  # kept as they came, for the service to read
+            if section.get(key) is not None:
+                out[key] = copy.deepcopy(section[key])
         return out
 
     # -- config --------------------------------------------------------------------

@@ -10,12 +10,15 @@ thousands of times a second. Each reads its body with its one definition in
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
 import orjson
 from fastapi import APIRouter, Request, Response
+from pydantic import ConfigDict, Field, StrictBool, with_config
+from typing_extensions import TypedDict
 
 from app.core.errors import BadInput
+from app.core.names import TrialId
 from app.http import bodies
 from app.http.bodies import Body
 from app.http.deps import IdempotencyKeyParam, NameParam
@@ -66,7 +69,43 @@ async def _limit(calls: TrialCalls, n: int, admit: Admit) -> None:
         await admit(n)
 
 
+@with_config(
+    ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"inputs": [5.1, 3.5, 1.4, 0.2], "trial_id": "flower-1"},
+                {"inputs": [5.1, 3.5, 1.4, 0.2], "instance": {"experts": {"cnn": "cat"}}},
+            ]
+        },
+    )
+)
+class PredictInputsCreate(TypedDict):
+    """A predict whose experts with endpoints are asked for their votes (docs/fanout.rst)."""
+
+    inputs: Annotated[
+        Any,
+        Field(
+            description="what the deployed classifiers take: a v2 endpoint's row of numbers, "
+            "a json endpoint's body"
+        ),
+    ]
+    instance: NotRequired[
+        Annotated[
+            bodies.Instance,
+            Field(description="features, and votes posted (those experts are not asked)"),
+        ]
+    ]
+    trial_id: NotRequired[
+        Annotated[TrialId | None, Field(None, description="your id for this trial, else made up")]
+    ]
+    track: NotRequired[
+        Annotated[StrictBool, Field(True, description="false: only predict, expect no label")]
+    ]
+
+
 PREDICT = Body(bodies.PredictCreate)
+PREDICT_INPUTS = Body(PredictInputsCreate)
 LABEL = Body(bodies.LabelCreate)
 LEARN = Body(bodies.LearnCreate)
 PREDICT_BATCH = Body(bodies.PredictBatchCreate)
@@ -123,10 +162,33 @@ def _read_batch(
     return b
 
 
+def _with_inputs(raw: bytes) -> bool:
+    """Whether the body ``raw`` has a member ``inputs`` (looked for only when the text
+    has it somewhere)."""
+    if b'"inputs"' not in raw:
+        return False
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(doc, dict) and "inputs" in doc
+
+
 async def predict_one(
     calls: TrialCalls, name: str, raw: bytes, key: str | None = None, admit: Admit = None
 ) -> dict[str, Any]:
     check_name(name)
+    if _with_inputs(raw):
+        f = PREDICT_INPUTS.read(raw)
+        await _limit(calls, 1, admit)
+        got = await calls.predict_inputs(
+            name,
+            f["inputs"],
+            _instance(f.get("instance") or {}),
+            f.get("trial_id"),
+            track=f.get("track", True),
+        )
+        return _one([got])
     b = _read(raw, PREDICT, _PREDICT_FIELDS)
     await _limit(calls, 1, admit)
     got = await calls.predict_one(
@@ -209,10 +271,24 @@ async def _serve(request: Request, call: str) -> Response:
     return answer(await HANDLERS[call](calls, name, await request.body(), key, admit))
 
 
-@router.post("/predict", response_model=PredictPublic, openapi_extra=body(PREDICT))
+def _either(*kinds: Body[Any]) -> dict[str, Any]:
+    """``openapi_extra`` declaring a JSON request body of one of ``kinds``."""
+    refs = [body(k)["requestBody"]["content"]["application/json"]["schema"] for k in kinds]
+    schema = {"anyOf": refs}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+@router.post(
+    "/predict", response_model=PredictPublic, openapi_extra=_either(PREDICT, PREDICT_INPUTS)
+)
 @access(WRITE, model="name")
 async def predict(name: NameParam, request: Request) -> Response:
-    """Predict a label; unless ``track`` is false, keep the trial until its label comes."""
+    """Predict a label; unless ``track`` is false, keep the trial until its label comes.
+
+    With ``inputs``, the service asks the model's experts that have an endpoint for their
+    votes itself, waits at most the model's ``deadline_ms``, and answers which experts
+    abstained (docs/fanout.rst).
+    """
     return await _serve(request, "predict")
 
 

@@ -352,6 +352,10 @@ export interface paths {
         /**
          * Predict
          * @description Predict a label; unless ``track`` is false, keep the trial until its label comes.
+         *
+         *     With ``inputs``, the service asks the model's experts that have an endpoint for their
+         *     votes itself, waits at most the model's ``deadline_ms``, and answers which experts
+         *     abstained (docs/fanout.rst).
          */
         post: operations["predict_v1_models__name__predict_post"];
         delete?: never;
@@ -920,7 +924,7 @@ export interface components {
             attributes?: components["schemas"]["AttributesConfig"] | null;
             /**
              * Experts
-             * @description {"expert_names": [...], "normalize": "raw" | "sum-to-one" | "rank" | "argmax" or a list of them (one sub-expert each), "combinations": null | {"size": k, "by": "score" | "rank" | ["score", "rank"]}, "threshold_experts": false, "split_classes": null}
+             * @description {"expert_names": [...], "normalize": "raw" | "sum-to-one" | "rank" | "argmax" or a list of them (one sub-expert each), "combinations": null | {"size": k, "by": "score" | "rank" | ["score", "rank"]}, "threshold_experts": false, "split_classes": null, "deadline_ms": 200, "endpoints": {expert: {"url": ..., "protocol": "v2" | "json", "model": ..., "output": ..., "timeout_ms": ..., "headers_secret": ..., "classes": [...]}}} (endpoints: docs/fanout.rst)
              * @example {
              *       "expert_names": [
              *         "cnn",
@@ -1384,6 +1388,11 @@ export interface components {
              * @description the log version of the hypothesis that predicted
              */
             model_version: number;
+            /**
+             * Abstained
+             * @description with inputs: the experts that gave no vote (late, failed or malformed answers, and experts neither asked nor posted)
+             */
+            abstained?: string[] | null;
         };
         /** Rollback */
         Rollback: {
@@ -1598,6 +1607,53 @@ export interface components {
          */
         PredictCreate: {
             instance: components["schemas"]["Instance"];
+            /**
+             * Trial Id
+             * @description your id for this trial, else made up
+             * @default null
+             */
+            trial_id?: string | null;
+            /**
+             * Track
+             * @description false: only predict, expect no label
+             * @default true
+             */
+            track?: boolean;
+        };
+        /**
+         * PredictInputsCreate
+         * @description A predict whose experts with endpoints are asked for their votes (docs/fanout.rst).
+         * @example {
+         *       "inputs": [
+         *         5.1,
+         *         3.5,
+         *         1.4,
+         *         0.2
+         *       ],
+         *       "trial_id": "flower-1"
+         *     }
+         * @example {
+         *       "inputs": [
+         *         5.1,
+         *         3.5,
+         *         1.4,
+         *         0.2
+         *       ],
+         *       "instance": {
+         *         "experts": {
+         *           "cnn": "cat"
+         *         }
+         *       }
+         *     }
+         */
+        PredictInputsCreate: {
+            /**
+             * Inputs
+             * @description what the deployed classifiers take: a v2 endpoint's row of numbers, a json endpoint's body
+             */
+            inputs: unknown;
+            /** @description features, and votes posted (those experts are not asked) */
+            instance?: components["schemas"]["Instance"];
             /**
              * Trial Id
              * @description your id for this trial, else made up
@@ -4672,7 +4728,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["PredictCreate"];
+                "application/json": components["schemas"]["PredictCreate"] | components["schemas"]["PredictInputsCreate"];
             };
         };
         responses: {

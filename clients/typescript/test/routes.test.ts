@@ -22,7 +22,10 @@ type Schemas = components["schemas"];
 // each line fails to compile when its route's types no longer resolve to the schema's
 export const resolved: true[] = [
   true satisfies Equal<Answer<"/v1/models/{name}/predict", "post">, Prediction>,
-  true satisfies Equal<RequestBody<"/v1/models/{name}/predict", "post">, Schemas["PredictCreate"]>,
+  true satisfies Equal<
+    RequestBody<"/v1/models/{name}/predict", "post">,
+    Schemas["PredictCreate"] | Schemas["PredictInputsCreate"]
+  >,
   true satisfies Equal<RequestBody<"/v1/models/{name}/learn", "post">, Schemas["LearnCreate"]>,
   true satisfies Equal<Answer<"/v1/models", "post">, Model>,
   true satisfies Equal<Answer<"/v1/keys", "get">, { keys: ApiKey[] }>,
