@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from app.cli import history, keys, serve
+from app.cli import consume, history, keys, serve
 from app.core import jsontext
 from app.service.warmup import warm_worker
 from experiments import cli as experiments
@@ -86,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_parser(sub)
     keys.add_parser(sub)
     history.add_parser(sub)
+    consume.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

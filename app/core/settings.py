@@ -181,6 +181,29 @@ class Settings(BaseSettings):
         description="allocations between the garbage collector's young collections "
         "(0: Python's own, 700)",
     )
+    # -- stream consumers (committee consume): see docs/streams.rst -------------------
+    consume_batch: int = Field(
+        default=256, ge=1, le=10_000, description="messages a consumer reads and applies at once"
+    )
+    consume_max_in_flight: int = Field(
+        default=2_048,
+        ge=1,
+        le=1_000_000,
+        description="messages one consumer holds read and not yet acknowledged",
+    )
+    consume_max_message_bytes: int = Field(
+        default=1024 * 1024, ge=1024, description="one message's body (dead-lettered beyond)"
+    )
+    consume_claim_idle_ms: int = Field(
+        default=30_000,
+        ge=100,
+        le=86_400_000,
+        description="a message unacknowledged this long is delivered again (Redis: claimed "
+        "from its consumer; NATS: the consumer's ack wait)",
+    )
+    consume_reply_maxlen: int = Field(
+        default=1_000_000, ge=1, description="entries a Redis reply or dead-letter stream keeps"
+    )
     # -- security: see docs/security.rst ---------------------------------------------
     admin_key: str | None = Field(
         default=None,
