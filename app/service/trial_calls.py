@@ -34,7 +34,7 @@ from app.service.replicas import TRIAL_LIMIT, Replicas
 from models.core.instance import Attributes, Experts
 from models.core.learner import UnknownLabel
 from storage.codec import encode_instance, encode_instances
-from storage.errors import Conflict, CorruptData, Full, ModelNotFound
+from storage.errors import Conflict, CorruptData, Full, ModelNotFound, Unavailable
 from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
 
 __all__ = ["Judgement", "LearnRequest", "TrialCalls"]
@@ -557,8 +557,14 @@ class TrialCalls:
                 p, u = got.predicted, got.updated
             elif seq in folded:
                 p, u = folded[seq]
-            else:
-                out[i] = CorruptData(f"log entry {seq}: its outcome is not known")
+            elif (mine := m.unfolded.get(seq)) is not None and mine[1] >= 0:
+                p, u = mine[1], mine[2] == 1  # replayed here, not yet folded
+            else:  # folded soon by whichever worker replayed it: a retry finds it
+                self.replicas.refresh_soon(m.name)
+                out[i] = Unavailable(
+                    f"log entry {seq}: the outcome of the request first sent with this "
+                    "Idempotency-Key is not known here yet: send it again"
+                )
                 continue
             outcomes.append((p, u))
             out[i] = self._judged(m, p, y, u)

@@ -288,7 +288,12 @@ class Consumer:
                 if not isinstance(e, BadInput | StorageError):
                     log.exception("model %s: %s", group[0].model, e)
                 results = [e] * len(group)
-            out += zip(group, results, strict=True)
+            # an item the service could not answer yet (Redis away, or a repeat whose
+            # first answer is not known here yet) is not acknowledged: delivered again
+            out += [
+                (c, None if isinstance(r, Unavailable) else r)
+                for c, r in zip(group, results, strict=True)
+            ]
         return out
 
     async def _call(
