@@ -118,6 +118,7 @@ ERRORS: dict[str, dict[int, str]] = {
         "labels, or the model would exceed a limit",
     },
     "GET /v1/models/{name}/stats": _MODEL,
+    "GET /v1/models/{name}/endpoints": _MODEL,
     "POST /v1/models/{name}/predict": {
         **_TRIAL,
         409: "trial_id is taken by another instance, or already labelled",

@@ -436,6 +436,30 @@ class ChangePublic(BaseModel):
     what: str
 
 
+class EndpointPublic(BaseModel):
+    expert: str
+    protocol: str | None = Field(description="v2 or json; null when it cannot be called")
+    url: str | None = Field(description="the URL posted to")
+    breaker: Literal["closed", "half-open", "open"] = Field(
+        description="its circuit breaker: closed (called), open (not called), half-open "
+        "(a probe in flight)"
+    )
+    failures: int = Field(description="failed answers in a row")
+    recent: dict[str, int] = Field(
+        description="the outcomes of its latest answers (ok, timeout, error, malformed, late, "
+        "open, refused), counted"
+    )
+    refused: str | None = Field(description="why it is not called (allowed hosts changed)")
+
+
+class EndpointsPublic(BaseModel):
+    """The experts' endpoints as the worker that answers sees them (each worker has its
+    own breakers and counts)."""
+
+    deadline_ms: int | None
+    endpoints: list[EndpointPublic]
+
+
 class StatsPublic(BaseModel):
     """A model's statistics, read without loading its learner."""
 

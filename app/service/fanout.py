@@ -49,6 +49,7 @@ import importlib.util
 import math
 import re
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,9 @@ BREAKER_STATE = Gauge(
     multiprocess_mode="livemax",
 )
 CLOSED, HALF_OPEN, OPEN = 0, 1, 2
+STATES = ("closed", "half-open", "open")  # by state, as :meth:`Fanout.health` names them
+RECENT = 100  # answers of an expert's endpoint whose outcomes a worker keeps, the latest
+OUTCOMES = ("ok", "timeout", "error", "malformed", "late", "open", "refused")
 
 
 # -- the plan: what a model's config says ----------------------------------------------
@@ -443,6 +447,8 @@ class Fanout:
             self._send_json, 1, settings.fanout_concurrency
         )
         self._waiting: set[asyncio.Future[Any]] = set()  # calls that outlived their caller
+        # per model, per expert: the outcomes of its latest answers (at most RECENT)
+        self._recent: dict[str, dict[str, deque[str]]] = {}
 
     def client(self) -> httpx.AsyncClient:
         """The pooled client (keep-alive; HTTP/2 where the h2 package is installed), made
@@ -544,9 +550,39 @@ class Fanout:
             out[e] = vote
             outcomes[e] = "ok"
             EXPERT_SECONDS.labels(name, e).observe(seconds)
+        recent = self._recent.get(name)
+        if recent is None:
+            if len(self._recent) >= PLANS_MOST:
+                self._recent.clear()
+            recent = self._recent[name] = {}
         for e, outcome in outcomes.items():
             EXPERT_OUTCOMES.labels(name, e, outcome).inc()
+            recent.setdefault(e, deque(maxlen=RECENT)).append(outcome)
         return out
+
+    def health(self, name: str, space: InputSpace) -> dict[str, Any]:
+        """What this worker knows of model ``name``'s endpoints: per expert with one, its
+        protocol and URL, its breaker's state and failures in a row, and the outcomes of
+        its latest answers (at most :data:`RECENT`) counted."""
+        plan = self.plan(name, space)
+        recent = self._recent.get(name, {})
+        endpoints = []
+        for e, a in (plan.experts if plan else {}).items():
+            ep = a.endpoint
+            b = self._breakers.get(ep.target) if ep is not None else None
+            seen = recent.get(e, ())
+            endpoints.append(
+                {
+                    "expert": e,
+                    "protocol": ep.protocol if ep else None,
+                    "url": ep.target if ep else None,
+                    "breaker": STATES[b.state] if b else "closed",
+                    "failures": b.failed if b else 0,
+                    "recent": {o: n for o in OUTCOMES if (n := sum(x == o for x in seen))},
+                    "refused": None if a.refused is None else a.refused.message,
+                }
+            )
+        return {"deadline_ms": plan.deadline_ms if plan else None, "endpoints": endpoints}
 
     def _outlived(self, t: asyncio.Future[Any]) -> None:
         self._waiting.discard(t)

@@ -19,6 +19,7 @@ again meanwhile, the call is encoded again from the new one, never sent stale.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -37,11 +38,14 @@ from storage.codec import encode_instance, encode_instances
 from storage.errors import Conflict, CorruptData, Full, ModelNotFound, Unavailable
 from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
 
-__all__ = ["Judgement", "LearnRequest", "TrialCalls"]
+__all__ = ["NOT_ASKED", "InputsItem", "Judgement", "LearnRequest", "TrialCalls"]
 
 Result = dict[str, Any] | Exception
 LearnRequest = tuple[Idempotency | None, Sequence[tuple[Any, Any]]]
 PredictItem = tuple[Any, str | None]  # (instance payload, trial id or None)
+# an item of a predict with inputs: no inputs to send, the experts with endpoints not asked
+NOT_ASKED: Any = object()
+InputsItem = tuple[dict[str, Any], str | None, Any]  # (instance, trial id, inputs or NOT_ASKED)
 Todo = list[tuple[int, Attributes | Experts, int]]  # (item, instance, class) to append
 _EARLIER = "Idempotency-Key was used with a model of this name that has been deleted since"
 
@@ -132,6 +136,51 @@ class TrialCalls:
         if isinstance(got, dict):
             got = {**got, "abstained": _abstained(m.space.expert_names, m.space.retired, experts)}
         return got
+
+    async def predict_inputs_many(
+        self, name: str, items: Sequence[InputsItem], *, track: bool = True
+    ) -> list[Result]:
+        """:meth:`predict` of several items by one hypothesis, each (instance, trial id
+        or None, inputs or :data:`NOT_ASKED`) whose ``inputs`` the experts with an
+        endpoint are asked, as :meth:`predict_inputs` asks them: the items' calls go at
+        once (those to one v2 endpoint gathered as rows of one request), each waiting at
+        most the deadline. An item's ``inputs`` that cannot be sent is its error
+        (``inputs``); an item without any is predicted with the votes it posts."""
+        m = await self.replicas.live(name)
+        asking = [
+            (i, instance.get("experts") or {}, inputs)
+            for i, (instance, _, inputs) in enumerate(items)
+            if inputs is not NOT_ASKED
+        ]
+        fetched = await asyncio.gather(
+            *(self.fanout.votes(name, m.space, inputs, votes) for _, votes, inputs in asking),
+            return_exceptions=True,
+        )
+        experts: dict[int, dict[str, Any] | BaseException] = {
+            i: got if isinstance(got, BaseException) else {**got, **votes}
+            for (i, votes, _), got in zip(asking, fetched, strict=True)
+        }
+        out: list[Result] = []
+        todo: list[tuple[int, PredictItem, dict[str, Any] | None]] = []
+        for i, (instance, trial_id, _) in enumerate(items):
+            got = experts.get(i)
+            if isinstance(got, BadInput):
+                out.append(got)
+                continue
+            if isinstance(got, BaseException):
+                raise got
+            payload = instance if got is None else {**instance, "experts": got}
+            todo.append((i, (payload, trial_id), got))
+            out.append({})
+        if not todo:
+            return out
+        space = m.space
+        results = await self.predict(name, [item for _, item, _ in todo], track=track)
+        for (i, _, votes), got in zip(todo, results, strict=True):
+            if isinstance(got, dict) and votes is not None:
+                got = {**got, "abstained": _abstained(space.expert_names, space.retired, votes)}
+            out[i] = got
+        return out
 
     async def label_one(self, name: str, trial_id: str, label: Any) -> Result:
         """:meth:`label` of one trial, gathered with others of the model."""

@@ -3,6 +3,7 @@ and a plain JSON server; the service calls them itself, within the model's deadl
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import time
 import uuid
@@ -12,9 +13,11 @@ from typing import Any
 
 import httpx
 import numpy as np
+import orjson
 import pytest
+import websockets
 from _server import ServerThread
-from harness.mlserver import JsonServer, MLServer
+from harness.mlserver import JsonServer, MLServer, free_port
 from sklearn.datasets import load_iris
 from sklearn.linear_model import LogisticRegression
 from sklearn.naive_bayes import GaussianNB
@@ -445,3 +448,144 @@ def test_inputs_need_an_endpoint_and_a_row_for_v2(api: httpx.Client, mlserver: M
     name = _model(api, {"lr": _v2(mlserver.url, "lr")})
     r = api.post(f"/v1/models/{name}/predict", json={"inputs": {"image": "..."}})
     assert r.status_code == 422 and "inputs" in r.text
+
+
+# -- batch and stream predicts with inputs ----------------------------------------------
+
+
+def _three(mlserver: MLServer, json_server: JsonServer) -> dict[str, Any]:
+    return {
+        "lr": _v2(mlserver.url, "lr"),
+        "tree": _v2(mlserver.url, "tree"),
+        "nb": _json(json_server.url, "nb"),
+    }
+
+
+def test_a_batch_with_inputs_answers_as_single_predicts_do(
+    api: httpx.Client, mlserver: MLServer, json_server: JsonServer, classifiers: dict[str, Any]
+) -> None:
+    """Each item of a batch asks the endpoints with its own inputs: its answer is the
+    single predict's on the same inputs; an item may post votes too, or only votes;
+    inputs a v2 endpoint cannot take are that item's error, the others are answered;
+    the trials are kept and take their labels."""
+    name = _model(api, _three(mlserver, json_server))
+    items: list[dict[str, Any]] = [
+        {"inputs": X[i].tolist(), "trial_id": f"b{i}"} for i in range(24)
+    ]
+    items[5]["instance"] = {"experts": {"nb": "virginica"}}  # posted: nb not asked
+    lr0 = classifiers["lr"].predict_proba(X[:1])[0].tolist()
+    items.append({"instance": {"experts": {"lr": lr0}}, "trial_id": "plain"})  # no inputs
+    items.append({"inputs": {"image": "..."}, "trial_id": "bad"})
+    r = api.post(f"/v1/models/{name}/predict/batch", json={"items": items})
+    assert r.status_code == 200, r.text
+    got = r.json()["items"]
+    assert len(got) == len(items)
+    assert (
+        got[-1]["result"] is None and got[-1]["error"]["field"] == f"items.{len(items) - 1}.inputs"
+    )
+    for i, item in enumerate(items[:-1]):
+        one = {k: v for k, v in item.items() if k != "trial_id"} | {"track": False}
+        want = api.post(f"/v1/models/{name}/predict", json=one)
+        assert want.status_code == 200, want.text
+        res = got[i]["result"]
+        assert got[i]["error"] is None and res["trial_id"] == item["trial_id"]
+        assert res["label"] == want.json()["label"]
+        assert res["scores"] == pytest.approx(want.json()["scores"], rel=1e-12, abs=1e-12)
+        assert res.get("abstained") == want.json().get("abstained")
+    assert got[0]["result"]["abstained"] == [] and "abstained" not in got[-2]["result"]
+    for i in range(24):
+        label = {"trial_id": f"b{i}", "label": LABELS[Y[i]]}
+        assert api.post(f"/v1/models/{name}/label", json=label).status_code == 200
+    assert api.get(f"/v1/models/{name}/stats").json()["labelled"] == 24
+
+
+def test_a_batchs_rows_go_to_a_v2_endpoint_together(
+    redis_url: str, json_server: JsonServer, classifiers: dict[str, Any]
+) -> None:
+    """The items' calls to one v2 endpoint are concurrent: gathered as rows of a
+    request (one at a time in flight here), each item given its own row's vote."""
+    json_server.batches["v2lr"].clear()
+    with (
+        ServerThread(_settings(redis_url, fanout_concurrency=1)) as server,
+        httpx.Client(base_url=server.url, timeout=30) as c,
+    ):
+        ep = {"url": json_server.url, "protocol": "v2", "model": "v2lr", "classes": LABELS}
+        name = _model(c, {"lr": ep})
+        items = [{"inputs": X[i].tolist()} for i in range(40)]
+        r = c.post(f"/v1/models/{name}/predict/batch", json={"items": items, "track": False})
+        assert r.status_code == 200, r.text
+        for i, item in enumerate(r.json()["items"]):
+            vote = classifiers["lr"].predict_proba(X[i : i + 1])[0].tolist()
+            want = c.post(
+                f"/v1/models/{name}/predict",
+                json={"instance": {"experts": {"lr": vote}}, "track": False},
+            ).json()
+            assert item["result"]["scores"] == pytest.approx(want["scores"], rel=1e-12)
+    batches = json_server.batches["v2lr"]
+    assert sum(batches) == 40 and len(batches) <= 2, batches
+
+
+def test_a_dead_endpoint_abstains_item_by_item(
+    api: httpx.Client, mlserver: MLServer, json_server: JsonServer
+) -> None:
+    """An endpoint where nothing listens: every item of the batch is answered, each
+    naming it among the experts that abstained, the others' votes used."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    name = _model(
+        api,
+        {"lr": _v2(mlserver.url, "lr"), "tree": _v2(dead, "tree"), "nb": _json(dead, "nb")},
+    )
+    items = [{"inputs": X[i].tolist()} for i in range(12)]
+    r = api.post(f"/v1/models/{name}/predict/batch", json={"items": items})
+    assert r.status_code == 200, r.text
+    for item in r.json()["items"]:
+        assert item["error"] is None and item["result"]["abstained"] == ["tree", "nb"]
+
+
+def test_the_stream_predicts_with_inputs(
+    service: str, api: httpx.Client, mlserver: MLServer, json_server: JsonServer
+) -> None:
+    """Over the WebSocket stream a predict may carry inputs, alone or among plain
+    predicts and labels: answered as the REST predict is, errors per message."""
+    name = _model(api, _three(mlserver, json_server))
+    plain = _model(api, None)
+    messages: list[dict[str, Any]] = [
+        {"op": "predict", "id": i, "inputs": X[i].tolist(), "trial_id": f"s{i}"} for i in range(6)
+    ]
+    messages.insert(2, {"op": "predict", "id": "plain", "instance": {"experts": {"lr": "setosa"}}})
+    messages.append({"op": "predict", "id": "bad", "inputs": "not a row"})
+    messages.append({"op": "predict", "id": "none"})
+    messages.append({"op": "label", "id": "l0", "trial_id": "s0", "label": LABELS[Y[0]]})
+
+    async def exchange(url: str) -> list[dict[str, Any]]:
+        async with websockets.connect(url) as ws:
+            for m in messages:
+                await ws.send(orjson.dumps(m).decode())
+            return [orjson.loads(await ws.recv()) for _ in messages]
+
+    url = service.replace("http://", "ws://")
+    got = {a["id"]: a for a in asyncio.run(exchange(f"{url}/v1/models/{name}/stream"))}
+    for i in range(6):
+        want = api.post(
+            f"/v1/models/{name}/predict", json={"inputs": X[i].tolist(), "track": False}
+        )
+        res = got[i]["result"]
+        assert res["trial_id"] == f"s{i}" and res["abstained"] == []
+        assert res["label"] == want.json()["label"]
+        assert res["scores"] == pytest.approx(want.json()["scores"], rel=1e-12, abs=1e-12)
+    assert "abstained" not in got["plain"]["result"] or got["plain"]["result"]["abstained"] is None
+    assert got["bad"]["error"]["field"] == "inputs"
+    assert got["none"]["error"]["field"] == "instance"
+    assert got["l0"]["result"]["label"] == LABELS[Y[0]]
+    # a model without endpoints: inputs are refused, message by message
+    lone = asyncio.run(
+        _one_message(f"{url}/v1/models/{plain}/stream", {"op": "predict", "id": 1, "inputs": [1]})
+    )
+    assert lone["error"]["field"] == "inputs"
+
+
+async def _one_message(url: str, message: dict[str, Any]) -> dict[str, Any]:
+    async with websockets.connect(url) as ws:
+        await ws.send(orjson.dumps(message).decode())
+        got: dict[str, Any] = orjson.loads(await ws.recv())
+        return got

@@ -49,7 +49,8 @@ ACCEPTED = {
     "POST /v1/models/{name}/predict": [404, 409, 422, 429],
     "POST /v1/models/{name}/label": [404, 409, 422],
     "POST /v1/models/{name}/learn": [404, 409, 422],
-    "POST /v1/models/{name}/predict/batch": [404],
+    # 422: items whose track values differ (all true or all false, or the batch's own)
+    "POST /v1/models/{name}/predict/batch": [404, 422],
     "POST /v1/models/{name}/label/batch": [404, 422],
     "POST /v1/models/{name}/learn/batch": [404, 409, 422],
     "DELETE /v1/keys/{key_id}": [404],

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Response
 from app.http.deps import NameParam, ServiceDep
 from app.http.permissions import READ, access
 from app.http.routers.common import answer, check_name
-from app.http.schemas import StatsPublic
+from app.http.schemas import EndpointsPublic, StatsPublic
 from app.service.model_service import ModelService
 from storage.repository import Statistics
 
@@ -109,3 +109,13 @@ async def stats(name: NameParam, service: ServiceDep) -> Response:
     """Counters, error rates, confusion counts, the mistake curve, and what the learner
     shows: recycling's internal mistakes, V-Combine's leader, fusion weights."""
     return answer(await read_stats(service, name))
+
+
+@router.get("/endpoints", response_model=EndpointsPublic)
+@access(READ, model="name")
+async def endpoints(name: NameParam, service: ServiceDep) -> Response:
+    """The experts' endpoints (docs/fanout.rst): each one's circuit breaker and the
+    outcomes of its latest answers, as the worker that answers sees them."""
+    check_name(name)
+    m = await service.replicas.live(name)
+    return answer(service.trials.fanout.health(name, m.space))

@@ -61,6 +61,7 @@ from app.http.schemas import (
 )
 from app.service.access import Auth, Principal, principal_of
 from app.service.model_service import ModelService
+from app.service.trial_calls import NOT_ASKED
 from storage.errors import ModelNotFound
 from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN, valid_name, valid_trial_id
 from storage.repository import Idempotency
@@ -70,7 +71,7 @@ log = logging.getLogger("committee.stream")
 
 BATCH = 512  # requests applied in one call at most
 _FIELDS = {
-    "predict": ({"instance"}, {"trial_id", "track"}),
+    "predict": (set(), {"instance", "inputs", "trial_id", "track"}),
     "label": ({"trial_id", "label"}, set()),
     "learn": ({"instance", "label"}, {"idempotency_key"}),
     "experts": (set(), {"add", "retire", "idempotency_key"}),
@@ -101,7 +102,7 @@ _INT64 = 2**63
 
 
 class Request:
-    __slots__ = ("args", "error", "id", "idem", "key", "op")
+    __slots__ = ("args", "error", "id", "idem", "inputs", "key", "op")
 
     def __init__(self, raw: str | bytes, name: str = "", most_label: int = 256) -> None:
         self.id: Any = None
@@ -109,6 +110,7 @@ class Request:
         self.key: tuple[str, Any] = ("", None)
         self.args: tuple[Any, Any] = (None, None)
         self.idem: Idempotency | None = None
+        self.inputs: Any = NOT_ASKED  # a predict's, for the experts with endpoints
         self.error: BadInput | None = None
         try:
             self._parse(raw, name, most_label)
@@ -159,8 +161,12 @@ class Request:
             raise BadInput(f, f"missing: {op} needs {', '.join(sorted(need))}")
         for f in msg.keys() - need - optional - {"op", "id"}:
             raise BadInput(f, f"unknown field for {op}")
+        if op == "predict" and "instance" not in msg and "inputs" not in msg:
+            raise BadInput("instance", "missing: predict needs instance, or inputs")
         if "instance" in msg and not isinstance(msg["instance"], dict):
             raise BadInput("instance", "expected an object with features and/or experts")
+        if "inputs" in msg and not isinstance(msg.get("instance", {}).get("experts") or {}, dict):
+            raise BadInput("instance.experts", "expected an object {expert: vote}")
         label = msg.get("label")
         if "label" in need and (label := _label_of(label, most_label)) is None:
             raise BadInput(
@@ -203,7 +209,8 @@ class Request:
         self.op = op
         self.key = (op, track)
         if op == "predict":
-            self.args = (msg["instance"], trial_id)
+            self.args = (msg.get("instance") or {}, trial_id)
+            self.inputs = msg.get("inputs", NOT_ASKED)
         elif op == "label":
             self.args = (trial_id, label)
         elif change is not None:
@@ -257,7 +264,10 @@ async def _apply(
             assert who is not None
             changed = [await _change(service, name, r, *who) for r in group]
             return [f for f, _ in changed], any(gone for _, gone in changed)
-        if op == "predict":
+        if op == "predict" and any(r.inputs is not NOT_ASKED for r in group):
+            asked = [(r.args[0], r.args[1], r.inputs) for r in group]
+            results = await service.trials.predict_inputs_many(name, asked, track=track)
+        elif op == "predict":
             results = await service.trials.predict(name, args, track=track)
         elif op == "label":
             results = await service.trials.label(name, args)

@@ -9,7 +9,7 @@ thousands of times a second. Each reads its body with its one definition in
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
 import orjson
@@ -26,7 +26,7 @@ from app.http.error_status import item_error
 from app.http.permissions import WRITE, access
 from app.http.routers.common import answer, body, check_name, idempotency
 from app.http.schemas import BatchPublic, LabelPublic, LearnPublic, PredictPublic
-from app.service.trial_calls import Judgement, TrialCalls
+from app.service.trial_calls import NOT_ASKED, Judgement, TrialCalls
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
 # what a key's rate limit runs with a call's item count, before the items are applied
@@ -104,8 +104,34 @@ class PredictInputsCreate(TypedDict):
     ]
 
 
+@with_config(
+    ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "items": [
+                        {"inputs": [5.1, 3.5, 1.4, 0.2], "trial_id": "flower-1"},
+                        {"inputs": [6.7, 3.0, 5.2, 2.3], "trial_id": "flower-2"},
+                    ]
+                }
+            ]
+        },
+    )
+)
+class PredictInputsBatchCreate(TypedDict):
+    """Several predicts, each asking the experts with endpoints with its ``inputs``
+    (an item without them is a plain predict): docs/fanout.rst."""
+
+    items: Annotated[list[PredictInputsCreate | bodies.PredictCreate], Field(min_length=1)]
+    track: NotRequired[
+        Annotated[StrictBool | None, Field(None, description="overrides each item's track")]
+    ]
+
+
 PREDICT = Body(bodies.PredictCreate)
 PREDICT_INPUTS = Body(PredictInputsCreate)
+PREDICT_INPUTS_BATCH = Body(PredictInputsBatchCreate)
 LABEL = Body(bodies.LabelCreate)
 LEARN = Body(bodies.LearnCreate)
 PREDICT_BATCH = Body(bodies.PredictBatchCreate)
@@ -162,16 +188,29 @@ def _read_batch(
     return b
 
 
-def _with_inputs(raw: bytes) -> bool:
-    """Whether the body ``raw`` has a member ``inputs`` (looked for only when the text
-    has it somewhere)."""
+def _with_inputs(raw: bytes, batch: bool = False) -> bool:
+    """Whether the body ``raw`` has a member ``inputs`` (a batch: one of its items has),
+    looked for only when the text has it somewhere."""
     if b'"inputs"' not in raw:
         return False
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return False
-    return isinstance(doc, dict) and "inputs" in doc
+    if not isinstance(doc, dict):
+        return False
+    if not batch:
+        return "inputs" in doc
+    items = doc.get("items")
+    return isinstance(items, list) and any(isinstance(i, dict) and "inputs" in i for i in items)
+
+
+def _track(top: bool | None, items: Sequence[Mapping[str, Any]]) -> bool:
+    """A batch's ``track``: its own, else its items' (all alike)."""
+    tracks = {i.get("track", True) for i in items} if top is None else {top}
+    if len(tracks) > 1:
+        raise BadInput("items", "mixed track values: expected all true or all false")
+    return tracks.pop()
 
 
 async def predict_one(
@@ -221,14 +260,24 @@ async def predict_many(
 ) -> dict[str, Any]:
     check_name(name)
     most = calls.settings.max_batch_items
+    if _with_inputs(raw, batch=True):
+        f = PREDICT_INPUTS_BATCH.read(raw)
+        await _limit(calls, len(f["items"]), admit)
+        track = _track(f.get("track"), f["items"])
+        asked = [
+            (
+                _instance(i.get("instance") or {}),
+                i.get("trial_id"),
+                i.get("inputs", NOT_ASKED),
+            )
+            for i in f["items"]
+        ]
+        return _many(await calls.predict_inputs_many(name, asked, track=track))
     b = _read_batch(raw, PREDICT_BATCH, _PREDICT_FIELDS, _PREDICT_BATCH_TOP, most)
     await _limit(calls, len(b["items"]), admit)
-    track = b.get("track")
-    tracks = {i.get("track", True) for i in b["items"]} if track is None else {track}
-    if len(tracks) > 1:
-        raise BadInput("items", "mixed track values: expected all true or all false")
+    track = _track(b.get("track"), b["items"])
     items = [(i["instance"], i.get("trial_id")) for i in b["items"]]
-    return _many(await calls.predict(name, items, track=tracks.pop()))
+    return _many(await calls.predict(name, items, track=track))
 
 
 async def label_many(
@@ -314,11 +363,15 @@ async def learn(name: NameParam, request: Request, key: IdempotencyKeyParam = No
 @router.post(
     "/predict/batch",
     response_model=BatchPublic[PredictPublic],
-    openapi_extra=body(PREDICT_BATCH),
+    openapi_extra=_either(PREDICT_BATCH, PREDICT_INPUTS_BATCH),
 )
 @access(WRITE, model="name")
 async def predict_batch(name: NameParam, request: Request) -> Response:
-    """Several predictions by the same hypothesis; one result or error per item, in order."""
+    """Several predictions by the same hypothesis; one result or error per item, in order.
+
+    Items with ``inputs`` ask the experts that have an endpoint for their votes, all
+    items at once (docs/fanout.rst); each answer names the experts that abstained.
+    """
     return await _serve(request, "predict/batch")
 
 

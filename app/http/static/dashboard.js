@@ -389,6 +389,60 @@
     body.replaceChildren(...rows);
   }
 
+  // ---- the experts' endpoints (fan-out) ---------------------------------------------------
+
+  const hasEndpoints = (m) => Object.keys(m.input?.experts?.endpoints ?? {}).length > 0;
+
+  function drawEndpoints(card, doc) {
+    const panel = card.panel("endpoints");
+    panel.hidden = !doc || doc.endpoints.length === 0;
+    if (panel.hidden) return;
+    text(card.field("deadline_ms"), int(doc.deadline_ms));
+    const rows = doc.endpoints.map((e) => {
+      const tr = document.createElement("tr");
+      tr.dataset.expert = e.expert;
+      tr.dataset.breaker = e.breaker;
+      const who = document.createElement("td");
+      who.className = "who";
+      who.textContent = e.expert;
+      const url = document.createElement("span");
+      url.className = "url";
+      url.textContent = e.refused ? `not called: ${e.refused}` : `${e.protocol} ${e.url}`;
+      who.appendChild(url);
+      const counts = Object.entries(e.recent);
+      const cells = [
+        ["breaker", e.breaker],
+        ["failures", int(e.failures)],
+        ["recent", counts.length ? counts.map(([k, n]) => `${k} ${int(n)}`).join(" · ") : "—"],
+      ];
+      tr.appendChild(who);
+      for (const [k, v] of cells) {
+        const td = document.createElement("td");
+        td.dataset.field = k;
+        if (k === "failures") td.className = "num";
+        if (k === "recent") td.dataset.counts = JSON.stringify(e.recent);
+        td.textContent = v;
+        tr.appendChild(td);
+      }
+      return tr;
+    });
+    panel.querySelector("tbody").replaceChildren(...rows);
+  }
+
+  // each poll: breakers and recent answers change without the model changing
+  async function readEndpoints(models, secret, mine) {
+    const reads = models.filter(hasEndpoints).map(async (m) => {
+      try {
+        const doc = await getJSON(`v1/models/${encodeURIComponent(m.name)}/endpoints`, secret);
+        if (mine === session) drawEndpoints(cards.get(m.name), doc);
+      } catch (e) {
+        if (e.status !== 404) throw e; // deleted since the listing: gone next poll
+      }
+    });
+    for (const m of models) if (!hasEndpoints(m)) drawEndpoints(cards.get(m.name), null);
+    await Promise.all(reads);
+  }
+
   // ---- the API key ----------------------------------------------------------------------
 
   const keyForm = document.getElementById("key-form");
@@ -555,6 +609,8 @@
         if (stamp !== null) jobs.push({ card, key: stamp, name: m.name });
       }
       await readStats(jobs, key, mine);
+      if (mine !== session) return;
+      await readEndpoints(models, key, mine);
       if (mine !== session) return;
       notice = "";
       showProblem("");

@@ -420,6 +420,9 @@ export interface paths {
         /**
          * Predict Batch
          * @description Several predictions by the same hypothesis; one result or error per item, in order.
+         *
+         *     Items with ``inputs`` ask the experts that have an endpoint for their votes, all
+         *     items at once (docs/fanout.rst); each answer names the experts that abstained.
          */
         post: operations["predict_batch_v1_models__name__predict_batch_post"];
         delete?: never;
@@ -541,6 +544,27 @@ export interface paths {
          *     shows: recycling's internal mistakes, V-Combine's leader, fusion weights.
          */
         get: operations["stats_v1_models__name__stats_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Endpoints
+         * @description The experts' endpoints (docs/fanout.rst): each one's circuit breaker and the
+         *     outcomes of its latest answers, as the worker that answers sees them.
+         */
+        get: operations["endpoints_v1_models__name__endpoints_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -843,6 +867,55 @@ export interface components {
              * @default 0
              */
             refused?: number;
+        };
+        /** EndpointPublic */
+        EndpointPublic: {
+            /** Expert */
+            expert: string;
+            /**
+             * Protocol
+             * @description v2 or json; null when it cannot be called
+             */
+            protocol: string | null;
+            /**
+             * Url
+             * @description the URL posted to
+             */
+            url: string | null;
+            /**
+             * Breaker
+             * @description its circuit breaker: closed (called), open (not called), half-open (a probe in flight)
+             * @enum {string}
+             */
+            breaker: "closed" | "half-open" | "open";
+            /**
+             * Failures
+             * @description failed answers in a row
+             */
+            failures: number;
+            /**
+             * Recent
+             * @description the outcomes of its latest answers (ok, timeout, error, malformed, late, open, refused), counted
+             */
+            recent: {
+                [key: string]: number;
+            };
+            /**
+             * Refused
+             * @description why it is not called (allowed hosts changed)
+             */
+            refused: string | null;
+        };
+        /**
+         * EndpointsPublic
+         * @description The experts' endpoints as the worker that answers sees them (each worker has its
+         *     own breakers and counts).
+         */
+        EndpointsPublic: {
+            /** Deadline Ms */
+            deadline_ms: number | null;
+            /** Endpoints */
+            endpoints: components["schemas"]["EndpointPublic"][];
         };
         /**
          * ExpertsChange
@@ -1725,6 +1798,43 @@ export interface components {
             items?: unknown;
         } | {
             items?: unknown;
+        };
+        /**
+         * PredictInputsBatchCreate
+         * @description Several predicts, each asking the experts with endpoints with its ``inputs``
+         *     (an item without them is a plain predict): docs/fanout.rst.
+         * @example {
+         *       "items": [
+         *         {
+         *           "inputs": [
+         *             5.1,
+         *             3.5,
+         *             1.4,
+         *             0.2
+         *           ],
+         *           "trial_id": "flower-1"
+         *         },
+         *         {
+         *           "inputs": [
+         *             6.7,
+         *             3,
+         *             5.2,
+         *             2.3
+         *           ],
+         *           "trial_id": "flower-2"
+         *         }
+         *       ]
+         *     }
+         */
+        PredictInputsBatchCreate: {
+            /** Items */
+            items: (components["schemas"]["PredictInputsCreate"] | components["schemas"]["PredictCreate"])[];
+            /**
+             * Track
+             * @description overrides each item's track
+             * @default null
+             */
+            track?: boolean | null;
         };
         /** LabelBatchCreate */
         LabelBatchCreate: {
@@ -5139,7 +5249,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["PredictBatchCreate"];
+                "application/json": components["schemas"]["PredictBatchCreate"] | components["schemas"]["PredictInputsBatchCreate"];
             };
         };
         responses: {
@@ -5901,6 +6011,111 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["StatsPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name does not match its pattern */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    endpoints_v1_models__name__endpoints_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointsPublic"];
                 };
             };
             /** @description the Host header is not one of allowed_hosts */
