@@ -140,6 +140,13 @@ class ExpertsChange(_In):
 
     add: list[InputName] | None = Field(None, min_length=1, max_length=MAX_CHANGE_NAMES)
     retire: list[InputName] | None = Field(None, min_length=1, max_length=MAX_CHANGE_NAMES)
+    endpoints: dict[InputName, Document] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_CHANGE_NAMES,
+        description="endpoints of experts added here, by name, as in input.experts.endpoints "
+        "(checked as when a model is made)",
+    )
 
 
 class FeaturesChange(_In):

@@ -50,7 +50,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -291,12 +291,12 @@ def read_plan(space: InputSpace, settings: Settings) -> Plan | None:
     return Plan(deadline, experts)
 
 
-def check_plan(space: InputSpace, settings: Settings) -> None:
-    """Refuse a model config whose endpoints cannot all be called: a
-    :class:`~app.core.errors.BadInput` naming the member."""
+def check_plan(space: InputSpace, settings: Settings, only: Collection[str] | None = None) -> None:
+    """Refuse a model config whose endpoints cannot all be called (or those of the
+    experts ``only`` names): a :class:`~app.core.errors.BadInput` naming the member."""
     plan = read_plan(space, settings)
-    for asked in (plan.experts if plan else {}).values():
-        if asked.refused is not None:
+    for expert, asked in (plan.experts if plan else {}).items():
+        if asked.refused is not None and (only is None or expert in only):
             raise asked.refused
 
 

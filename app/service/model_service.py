@@ -408,6 +408,12 @@ class ModelService:
                     return seq
             async with m.frozen():  # the learner is copied off the event loop
                 space, _ = await asyncio.to_thread(m.changed_space, change)
+            added = (change.get("experts") or {}).get("endpoints") or {}
+            if added:  # the endpoints of the experts added, checked as at creation
+                try:
+                    check_plan(space, self.settings, only=added)
+                except BadInput as e:
+                    raise BadInput(e.field.removeprefix("input.experts."), e.message) from None
             sync, seq = await self.store.change(
                 name,
                 m.incarnation,

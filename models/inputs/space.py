@@ -472,7 +472,7 @@ class InputSpace:
         change = read_section(change, "change", ("experts", "features", "labels"))
         config = self.config()
         if "experts" in change:
-            part = read_section(change["experts"], "experts", ("add", "retire"))
+            part = read_section(change["experts"], "experts", ("add", "retire", "endpoints"))
             if part.get("add") is None and part.get("retire") is None:
                 raise InvalidParameter("experts", dict(part), "names to add and/or retire")
             if self.experts is None:
@@ -494,6 +494,18 @@ class InputSpace:
                 retired.append(name)
             experts["expert_names"] = names
             experts["retired"] = retired
+            endpoints = part.get("endpoints")
+            if endpoints is not None:  # the new experts' own, kept as they come
+                added = names[len(self.expert_names) :]
+                if not isinstance(endpoints, Mapping) or not endpoints:
+                    raise InvalidParameter("experts.endpoints", endpoints, "an object")
+                for name in endpoints:
+                    if name not in added:
+                        raise InvalidParameter(
+                            f"experts.endpoints.{name}", name, "one of the experts added"
+                        )
+                old = experts.get("endpoints") or {}
+                experts["endpoints"] = {**old, **copy.deepcopy(dict(endpoints))}
         if "features" in change:
             part = read_section(change["features"], "features", ("add",))
             if self._mode != "feature_names":

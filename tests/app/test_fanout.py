@@ -589,3 +589,29 @@ async def _one_message(url: str, message: dict[str, Any]) -> dict[str, Any]:
         await ws.send(orjson.dumps(message).decode())
         got: dict[str, Any] = orjson.loads(await ws.recv())
         return got
+
+
+def test_experts_added_live_bring_their_endpoints(
+    api: httpx.Client, json_server: JsonServer
+) -> None:
+    name = _model(api, {"nb": _json(json_server.url, "nb")})
+    url = f"/v1/models/{name}/experts"
+    added = api.post(
+        url, json={"add": ["lr2"], "endpoints": {"lr2": _json(json_server.url, "hop")}}
+    )
+    assert added.status_code == 200, added.text
+    endpoints = added.json()["input"]["experts"]["endpoints"]
+    assert set(endpoints) == {"nb", "lr2"} and endpoints["lr2"]["url"].endswith("/score/hop")
+    # the new expert is asked from the next predict on, beside the one there from the start
+    got = api.post(f"/v1/models/{name}/predict", json={"inputs": X[0].tolist()})
+    assert got.status_code == 200, got.text
+    assert got.json()["abstained"] == ["lr", "tree"]
+    # refused, naming the member, and nothing changed: a host that is not allowed, an
+    # endpoint for an expert this change does not add
+    far = {"add": ["x1"], "endpoints": {"x1": _json("http://10.0.0.1:8080", "x")}}
+    refused = api.post(url, json=far)
+    assert refused.status_code == 422 and _where(refused.json()) == "endpoints.x1.url"
+    other = api.post(url, json={"add": ["x2"], "endpoints": {"nb": _json(json_server.url, "nb")}})
+    assert other.status_code == 422 and "endpoints.nb" in other.text, other.text
+    names = api.get(f"/v1/models/{name}").json()["input"]["experts"]["expert_names"]
+    assert names == ["lr", "tree", "nb", "lr2"]

@@ -940,6 +940,16 @@ export interface components {
              * @default null
              */
             retire?: string[] | null;
+            /**
+             * Endpoints
+             * @description endpoints of experts added here, by name, as in input.experts.endpoints (checked as when a model is made)
+             * @default null
+             */
+            endpoints?: {
+                [key: string]: {
+                    [key: string]: unknown;
+                };
+            } | null;
         };
         /**
          * FeaturesChange
