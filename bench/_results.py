@@ -16,7 +16,6 @@ them as ``(target >= 0.6: met)``; the benchmark wraps its ``main()`` in :func:`r
 
 from __future__ import annotations
 
-import datetime
 import fnmatch
 import io
 import re
@@ -106,11 +105,10 @@ def chosen(
 
 def region(name: str, rows: list[Figure], command: str, image: str | None) -> str:
     """The marked region of ``name`` on the page: its latest run and its table."""
-    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
         f".. begin {name} results (rewritten by {command})",
         "",
-        f"Latest run: {when}, ``{command}``.",
+        f"Latest run: ``{command}``.",
         "",
         ".. list-table::",
         "   :header-rows: 1",

@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import datetime
 import functools
 import math
 import sys
@@ -660,7 +659,6 @@ def results_table(
     figures: dict[str, Figures], lines: list[str], command: str, seconds: float
 ) -> str:
     """The region of ``docs/fusion_results.rst`` a full run writes: one table."""
-    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows: list[list[str]] = []
     for name, f in figures.items():
         v = f.values
@@ -709,7 +707,7 @@ def results_table(
     out = [
         BEGIN,
         "",
-        f"Latest run: {when}, {seconds / 60:.1f} minutes, ``{command}``.",
+        f"Latest run: {seconds / 60:.1f} minutes, ``{command}``.",
         "",
         ".. list-table::",
         "   :header-rows: 1",
