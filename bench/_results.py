@@ -20,7 +20,7 @@ import fnmatch
 import io
 import re
 import sys
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +56,22 @@ class Figure:
         if self.op is None or self.bound is None:
             return None
         return self.value >= self.bound if self.op == ">=" else self.value <= self.bound
+
+
+def target_line(
+    name: str, value: float, targets: dict[str, tuple[str, float]], rounds: Sequence[float] = ()
+) -> str:
+    """``name: value`` as a benchmark prints it: how far its rounds spread, and its target
+    in ``targets`` (``(op, bound)``) with whether it was met."""
+    text = f"{name}: {value:.2f}"
+    if len(rounds) > 1:
+        text += f" [rounds spread {(max(rounds) - min(rounds)) / max(rounds):.0%}]"
+    target = targets.get(name)
+    if target is None:
+        return text
+    op, bound = target
+    met = value >= bound if op == ">=" else value <= bound
+    return f"{text} (target {op} {bound:g}: {'met' if met else 'MISSED'})"
 
 
 def figures(printed: str) -> list[Figure]:

@@ -48,7 +48,7 @@ import httpx
 import nats
 import orjson
 import redis as redis_py
-from _results import recorded
+from _results import recorded, target_line
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "app"))
@@ -69,15 +69,7 @@ WARM = 500  # messages each consumer takes before the rounds
 
 
 def line(name: str, value: float, rounds: Sequence[float] = ()) -> str:
-    text = f"{name}: {value:.2f}"
-    if len(rounds) > 1:
-        text += f" [rounds spread {(max(rounds) - min(rounds)) / max(rounds):.0%}]"
-    target = TARGETS.get(name)
-    if target is None:
-        return text
-    op, bound = target
-    met = value >= bound if op == ">=" else value <= bound
-    return f"{text} (target {op} {bound:g}: {'met' if met else 'MISSED'})"
+    return target_line(name, value, TARGETS, rounds)
 
 
 def bodies(msgs: list[bytes]) -> list[bytes]:

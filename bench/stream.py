@@ -43,7 +43,7 @@ import httpx
 import numpy as np
 import orjson
 import websockets
-from _results import recorded
+from _results import recorded, target_line
 
 from models.inputs.datasets import MajorityProblem
 
@@ -170,15 +170,7 @@ def poll_stats(url: str, seconds: float) -> list[float]:
 
 
 def line(name: str, value: float, rounds: Sequence[float] = ()) -> str:
-    text = f"{name}: {value:.2f}"
-    if len(rounds) > 1:
-        text += f" [rounds spread {(max(rounds) - min(rounds)) / max(rounds):.0%}]"
-    target = TARGETS.get(name)
-    if target is None:
-        return text
-    op, bound = target
-    met = value >= bound if op == ">=" else value <= bound
-    return f"{text} (target {op} {bound:g}: {'met' if met else 'MISSED'})"
+    return target_line(name, value, TARGETS, rounds)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
