@@ -307,9 +307,10 @@ class AuthStore:
         detail: str = "",
     ) -> None:
         """Append an entry to the audit stream (its oldest entries beyond
-        ``audit_max`` are trimmed)."""
+        ``audit_max`` are trimmed). Its time is the entry id's, given by Redis as it
+        appends, so the stream's order and the entries' times agree whichever worker
+        wrote them."""
         fields = {
-            "at": int(time.time() * 1000),
             "key_id": key_id or "",
             "key_name": key_name[:200],
             "action": action[:200],
@@ -333,12 +334,13 @@ class AuthStore:
         out = []
         for entry_id, fields in raw:
             f = {_text(k): _text(v) for k, v in fields.items()}
-            at, status = f.get("at", ""), f.get("status", "")
+            ident, status = _text(entry_id), f.get("status", "")
+            at = ident.partition("-")[0]
             if not (at.isdigit() and status.isdigit()):
                 continue  # not an entry this service wrote
             out.append(
                 AuditEntry(
-                    _text(entry_id),
+                    ident,
                     int(at),
                     f.get("key_id") or None,
                     f.get("key_name", ""),
