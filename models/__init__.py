@@ -24,6 +24,7 @@ from models.core.instance import (
 from models.core.learner import Learner, Outcome, UnknownLabel, UpdateRefused
 from models.core.params import InvalidParameter
 from models.core.state import InvalidState
+from models.drift import ADWIN, DETECTORS, DriftDetector, PageHinkley
 from models.inputs.space import InputSpace
 from models.registry import (
     CONTEXT_PARAMS,
@@ -35,11 +36,14 @@ from models.registry import (
 )
 
 __all__ = [
+    "ADWIN",
     "CONTEXT_PARAMS",
+    "DETECTORS",
     "KINDS",
     "AttributeBatch",
     "Attributes",
     "BinaryLearner",
+    "DriftDetector",
     "Experts",
     "Hypothesis",
     "InputSpace",
@@ -50,6 +54,7 @@ __all__ = [
     "Learner",
     "MulticlassLearner",
     "Outcome",
+    "PageHinkley",
     "UnknownLabel",
     "UpdateRefused",
     "build",
