@@ -39,6 +39,9 @@ from their rates) of
   the service's ``predict`` with ``"track": false``, which stores nothing and answers
   from the worker's copy of the model: ``untracked_predict_vs_edge`` (information) says
   how much of the tracked prediction's distance from its edge is the pending trial's;
+* ``learn`` on a second 6 x 10 fusion model with a shadow challenger of its own spec
+  attached, right after the first's ``learn`` in each round: what the challenger adds to
+  a trial, ``challenger_cost_vs_none`` (the rate without over the rate with, less 1);
 * ``learn/batch`` against the edge parsing the same batches and answering their item
   count (``batch_learn_vs_parse_only``), and against the edge parsing them and appending
   each item to a Redis stream of the same Redis, one script call per batch
@@ -131,6 +134,7 @@ JSON = {"content-type": "application/json"}
 
 FUSION_SHAPES = {"6x10": (6, 10), "25x5": (25, 5)}  # experts x labels
 FUSION_ALPHA = 1.2
+CHALLENGED = "6x10"  # the fusion shape also measured with a shadow challenger
 
 TARGETS = {
     "predict_vs_edge": (">=", 0.7),
@@ -151,6 +155,7 @@ TARGETS = {
     "batch_learn_trials_per_s": (">=", 50_000.0),
     "label_latency_1m_vs_10k": ("<=", 1.5),
     "predict_auth_vs_no_auth": (">=", 0.9),
+    "challenger_cost_vs_none": ("<=", 0.2),
 }
 TARGETS |= {
     f"{op}_vs_edge_{shape}": TARGETS[f"{op}_vs_edge"]
@@ -661,6 +666,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         for shape, (n, k) in FUSION_SHAPES.items():
             name = f"fusion-{shape}"
             create_and_prime(http, name, 0, fusion[shape], fusion_spec(name, n, k))
+        # the first shape again, with a shadow challenger of the same spec attached
+        spec = fusion_spec(f"fusion-{CHALLENGED}-challenged", *FUSION_SHAPES[CHALLENGED])
+        create_and_prime(http, str(spec["name"]), 0, fusion[CHALLENGED], spec)
+        shadow = {"name": "shadow", "learner": spec["learner"]}
+        post(http, f"/v1/models/{spec['name']}/challengers", shadow)
 
         # the generator's own ceiling: both clients on the empty endpoint
         for client in ("httpx", "raw"):
@@ -737,6 +747,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             for server, watch, side, under in sides:
                 bodies = stream.learn_bodies()
                 run(f"{side}learn_{shape}", server, f"{under}{base}/learn", bodies, **watch)
+            if shape == CHALLENGED:  # beside the service's learn just measured
+                path = f"{base}-challenged/learn"
+                run(f"learn_{shape}_challenged", service, path, stream.learn_bodies(), **on_service)
 
         def stats_round(k: int) -> None:
             """The statistics read, the service's and its edge's, taking turns going first,
@@ -911,6 +924,12 @@ def report(run: Runner, rounds: int) -> None:
     print(line("edge_stats_background_learns_per_s", theirs.background_rate, 0))
     ratio = run.least_p99("stats") / run.least_p99("edge_stats")
     print(line("stats_p99_vs_edge_p99", ratio) + spread(run, "stats", "p99_ms"))
+    print()
+    print(f"learn on the {CHALLENGED} fusion model with a shadow challenger of its own spec")
+    challenged = run.best(f"learn_{CHALLENGED}_challenged")
+    phase(f"learn_{CHALLENGED}_challenged", challenged)
+    cost = run.best(f"learn_{CHALLENGED}").rate / challenged.rate - 1
+    print(line("challenger_cost_vs_none", cost) + spread(run, f"learn_{CHALLENGED}_challenged"))
     print()
     print("a prediction that stores nothing (information), the worse shape")
     print(line("untracked_predict_vs_edge", min(worst["untracked_predict"])))

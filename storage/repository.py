@@ -22,6 +22,7 @@ from storage.store.records import (
     Statistics,
     StoredModel,
     Sync,
+    input_of,
     read_space,
     with_space,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "Statistics",
     "StoredModel",
     "Sync",
+    "input_of",
     "new_stamp",
     "position",
     "read_space",

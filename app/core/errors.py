@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["BadInput", "Forbidden", "TrialConflict", "TrialExpired", "TrialNotFound"]
+__all__ = [
+    "BadInput",
+    "ChallengerNotFound",
+    "Forbidden",
+    "TrialConflict",
+    "TrialExpired",
+    "TrialNotFound",
+]
 
 
 class BadInput(ValueError):
@@ -19,6 +26,10 @@ class BadInput(ValueError):
         self.field = field
         self.message = message
         self.where = where
+
+
+class ChallengerNotFound(Exception):
+    """The model has no challenger of that name (404)."""
 
 
 class TrialNotFound(Exception):

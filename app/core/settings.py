@@ -118,6 +118,13 @@ class Settings(BaseSettings):
     backtest_max_learners: int = Field(
         default=4, ge=1, le=64, description="candidate learners in one backtest"
     )
+    max_challengers: int = Field(
+        default=4,
+        ge=0,
+        le=64,
+        description="shadow challengers one model may have (their learners count in "
+        "max_learner_bytes with the model's)",
+    )
     backtest_wait: float = Field(
         default=5.0,
         ge=0,

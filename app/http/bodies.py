@@ -29,7 +29,15 @@ import numpy as np
 import orjson
 import pydantic_core
 from fastapi.exceptions import RequestValidationError
-from pydantic import ConfigDict, Field, StrictBool, TypeAdapter, ValidationError, with_config
+from pydantic import (
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+    with_config,
+)
 from typing_extensions import TypedDict
 
 from app.core.jsontext import (
@@ -45,11 +53,14 @@ from app.core.jsontext import (
 )
 from app.core.names import TrialId
 from app.http.schemas import EXAMPLE_INSTANCE, INT64, MAX_LABEL_LENGTH, Label
+from models.explain import TOP_DEFAULT, TOP_MOST
 from models.inputs.batch import RawExperts, RawFeatures
 from storage.keys import valid_trial_id
 
 __all__ = [
     "Body",
+    "Explain",
+    "ExplainTop",
     "Instance",
     "LabelBatchCreate",
     "LabelCreate",
@@ -91,6 +102,22 @@ class Instance(TypedDict, total=False):
     ]
 
 
+#: A predict's ``explain`` and ``explain_top`` (docs/using.rst, Explanations).
+Explain = Annotated[
+    StrictBool,
+    Field(False, description="true: answer each input's part of each label's score"),
+]
+ExplainTop = Annotated[
+    StrictInt,
+    Field(
+        TOP_DEFAULT,
+        ge=1,
+        le=TOP_MOST,
+        description="with explain: the inputs listed per label, largest parts first",
+    ),
+]
+
+
 @with_config(_examples({"instance": EXAMPLE_INSTANCE, "trial_id": "photo-1"}))
 class PredictCreate(TypedDict):
     instance: Instance
@@ -100,6 +127,8 @@ class PredictCreate(TypedDict):
     track: NotRequired[
         Annotated[StrictBool, Field(True, description="false: only predict, expect no label")]
     ]
+    explain: NotRequired[Explain]
+    explain_top: NotRequired[ExplainTop]
 
 
 @with_config(_examples({"trial_id": "photo-1", "label": "cat"}))

@@ -8,7 +8,14 @@ import orjson
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 
-from app.core.errors import BadInput, Forbidden, TrialConflict, TrialExpired, TrialNotFound
+from app.core.errors import (
+    BadInput,
+    ChallengerNotFound,
+    Forbidden,
+    TrialConflict,
+    TrialExpired,
+    TrialNotFound,
+)
 from storage.errors import (
     Conflict,
     CorruptData,
@@ -25,6 +32,7 @@ _TABLE: tuple[tuple[type[Exception], int], ...] = (
     (BadInput, 422),
     (Forbidden, 403),
     (ModelNotFound, 404),
+    (ChallengerNotFound, 404),
     (TrialExpired, 404),
     (TrialNotFound, 404),
     (TrialConflict, 409),

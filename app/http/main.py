@@ -26,6 +26,7 @@ from app.http.metrics import RequestMetrics
 from app.http.permissions import RouteTable
 from app.http.routers import (
     backtests,
+    challengers,
     dashboard,
     docs,
     health,
@@ -150,6 +151,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(models.router)
     app.include_router(backtests.router)
+    app.include_router(challengers.router)
     app.include_router(trials.router)
     app.include_router(model_log.router)
     app.include_router(stats.router)

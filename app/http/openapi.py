@@ -44,6 +44,10 @@ _BUSY = "the worker serves max_connections requests already; try again after Ret
 _REDIS = "Redis does not answer, or the worker is busy; try again after Retry-After seconds"
 _MODEL = {404: _NO_MODEL, 422: "the name does not match its pattern", 503: _REDIS}
 _TRIAL = {**_MODEL, 413: _BODY, 422: "the body or name does not fit the schema or the model"}
+_PREDICT_BAD = (
+    f"{_TRIAL[422]}, or explain asks it of a learner kind that cannot be explained (the "
+    "message names the kind)"
+)
 
 #: The error answers of each operation beyond 503 (every operation): status -> when.
 #: A 405 answers a method the path does not have, never a documented operation.
@@ -76,6 +80,24 @@ ERRORS: dict[str, dict[int, str]] = {
         422: "a learner the model's input cannot feed, or a version the model cannot be "
         "replayed from, or a replay beyond backtest_max_trials or backtest_max_learners",
         429: "this worker runs backtest_jobs backtests already",
+    },
+    "POST /v1/models/{name}/challengers": {
+        **_MODEL,
+        409: f"the model kept changing meanwhile; or {_AGAIN}",
+        413: _BODY,
+        422: "the name is taken or malformed, or a learner the model's input cannot feed, or "
+        "beyond max_challengers or max_learner_bytes",
+    },
+    "GET /v1/models/{name}/challengers": _MODEL,
+    "POST /v1/models/{name}/challengers/{challenger}/promote": {
+        **_MODEL,
+        404: f"{_NO_MODEL}, or no challenger of this name",
+        409: f"the model kept changing meanwhile; or {_AGAIN}",
+    },
+    "DELETE /v1/models/{name}/challengers/{challenger}": {
+        **_MODEL,
+        404: f"{_NO_MODEL}, or no challenger of this name",
+        409: f"the model kept changing meanwhile; or {_AGAIN}",
     },
     "GET /v1/models/{name}/backtest": {
         **_MODEL,
@@ -121,6 +143,7 @@ ERRORS: dict[str, dict[int, str]] = {
     "GET /v1/models/{name}/endpoints": _MODEL,
     "POST /v1/models/{name}/predict": {
         **_TRIAL,
+        422: _PREDICT_BAD,
         409: "trial_id is taken by another instance, or already labelled",
         429: "max_pending predictions of this model wait for their labels",
     },
@@ -131,7 +154,7 @@ ERRORS: dict[str, dict[int, str]] = {
     },
     "POST /v1/models/{name}/learn": {**_TRIAL, 409: _AGAIN},
     # a batch answers each item's error in its 200 body
-    "POST /v1/models/{name}/predict/batch": _TRIAL,
+    "POST /v1/models/{name}/predict/batch": {**_TRIAL, 422: _PREDICT_BAD},
     "POST /v1/models/{name}/label/batch": _TRIAL,
     "POST /v1/models/{name}/learn/batch": {**_TRIAL, 409: _AGAIN},
     "GET /v1/models/{name}/log": {

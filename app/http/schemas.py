@@ -349,6 +349,28 @@ class ModelsPublic(BaseModel):
     models: list[ModelPublic]
 
 
+class ContributionPublic(BaseModel):
+    input: str = Field(description="the input: feature:<name>, hash:<i>, expert:<name>, ...")
+    value: float = Field(description="its part of the label's score")
+
+
+class LabelExplanationPublic(BaseModel):
+    """One label's score as constant + the listed contributions + rest."""
+
+    constant: float = Field(description="the part of no input: a threshold, a bias")
+    contributions: list[ContributionPublic] = Field(
+        description="the explain_top inputs of largest part, by absolute value"
+    )
+    rest: float = Field(description="the sum of the other inputs' parts")
+
+
+class ExplanationPublic(BaseModel):
+    """Each input's part of each label's score (docs/using.rst, Explanations)."""
+
+    kind: str = Field(description="the learner kind explained")
+    labels: dict[str, LabelExplanationPublic]
+
+
 class PredictPublic(BaseModel):
     trial_id: str | None
     label: Label
@@ -358,6 +380,11 @@ class PredictPublic(BaseModel):
         None,
         description="with inputs: the experts that gave no vote (late, failed or malformed "
         "answers, and experts neither asked nor posted)",
+    )
+    explanation: ExplanationPublic | None = Field(
+        None,
+        description="with explain: each input's part of each label's score; null for a "
+        "retried trial answered as first served by an earlier version",
     )
 
 
@@ -564,3 +591,54 @@ class AuditEntryPublic(BaseModel):
 
 class AuditPublic(BaseModel):
     entries: list[AuditEntryPublic]
+
+
+class ChallengerCreate(_In):
+    """A learner to attach as a shadow challenger of the model."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"name": "vr", "learner": {"kind": "vr-combine"}}]},
+    )
+
+    name: Annotated[Name, Field(examples=["vr"])] = Field(description="the challenger's name")
+    learner: Document = Field(description="a learner spec (see GET /v1/learners)")
+
+
+class ChallengerRef(_In):
+    """A challenger of the model, by name (the stream's promote and retire)."""
+
+    challenger: Annotated[Name, Field(examples=["vr"])]
+
+
+class ChallengerPublic(BaseModel):
+    """A challenger and its figures, beside the model's learner's on the same trials."""
+
+    name: str
+    learner: dict[str, Any]
+    attached: int = Field(description="the log version it was attached at")
+    trials: int = Field(description="the trials it was judged on since")
+    mistakes: int
+    error_rate: float | None = Field(description="mistakes / trials (null before a trial)")
+    live_mistakes: int = Field(
+        description="the model's learner's mistakes on the same trials (by the prediction "
+        "served, for a labelled one)"
+    )
+    live_error_rate: float | None
+    live_log_mistakes: int = Field(
+        description="the model's learner's mistakes on the same trials judged as the "
+        "challenger is: by its prediction as the trial enters the log"
+    )
+    skipped: int = Field(description="trials its learner could not learn (a fault of its own)")
+    curve: list[list[int]] = Field(
+        description="[trials, mistakes, live_mistakes] at evenly spaced trials (at most 256)"
+    )
+
+
+class ChallengersPublic(BaseModel):
+    """A model's challengers at its latest version."""
+
+    model: str
+    version: int
+    learner: dict[str, Any] = Field(description="the model's learner")
+    challengers: list[ChallengerPublic]

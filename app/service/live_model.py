@@ -23,6 +23,7 @@ import orjson
 
 from app.core.errors import BadInput
 from app.service.budget import Limits, check_labels, check_learner
+from app.service.challenger import Challenger, export_model, read_model
 from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.core.learner import CannotGrow, Learner, UpdateRefused
 from models.core.params import InvalidParameter
@@ -319,13 +320,24 @@ class LiveModel:
         # since a change, None as made)
         self.config = config = with_space(config, space)
         self.changed = space is not None
+        # the learner a promoted challenger made the model's (None: the one it was made with)
+        self.promoted: dict[str, Any] | None = (space or {}).get("learner")
         self.limits = limits
         self.space, self.form, self.learner = build_model(config, limits)
-        if state is not None:
-            try:
-                self.learner.import_state(orjson.loads(state))
-            except (InvalidState, orjson.JSONDecodeError) as e:
-                raise CorruptData(f"model {name!r}: snapshot at version {version}: {e}") from None
+        self.challengers: dict[str, Challenger] = {}
+        names = (space or {}).get("challengers", [])
+        try:
+            if state is not None:
+                self.challengers = read_model(
+                    orjson.loads(state),
+                    self.learner,
+                    list(self.space.labels),
+                    self.space.size(self.form),
+                )
+            if list(self.challengers) != names:
+                raise InvalidState(f"challengers {list(self.challengers)}, its input names {names}")
+        except (InvalidState, orjson.JSONDecodeError) as e:
+            raise CorruptData(f"model {name!r}: snapshot at version {version}: {e}") from None
         self._sizes(snapshot_every)
         self.ttl_ms = int(config["label_ttl"] * 1000)
         self.max_active: int | None = config.get("max_active")
@@ -378,9 +390,22 @@ class LiveModel:
             raise BadInput("learner", str(e)) from None
         return space, learner
 
-    def space_doc(self) -> bytes:
-        """The input as a snapshot keeps it: b"" while it is the one the model was made with."""
-        return orjson.dumps(self.space.config()) if self.changed else b""
+    def space_doc(
+        self, promoted: dict[str, Any] | bool | None = True, names: list[str] | None = None
+    ) -> bytes:
+        """The input as a snapshot keeps it, with the learner a promoted challenger made
+        the model's and the challengers' names: b"" while all are as the model was made.
+        ``promoted`` (True: this model's) and ``names`` (None: this model's) give others."""
+        learner = self.promoted if promoted is True else promoted
+        names = list(self.challengers) if names is None else names
+        if not (self.changed or learner or names):
+            return b""
+        doc = self.space.config()
+        if learner:
+            doc["learner"] = learner
+        if names:
+            doc["challengers"] = names
+        return orjson.dumps(doc)
 
     @contextlib.asynccontextmanager
     async def frozen(self) -> AsyncIterator[None]:
@@ -498,8 +523,11 @@ class LiveModel:
             seq = _seq_of(entry_id)
             if seq <= self.version:
                 continue
-            if entry_kind(fields) == b"c":
-                self._change(seq, decode_entry(entry_id, fields, self.size, self.k).change)
+            if entry_kind(fields) == b"c":  # the challengers as they were: only growing
+                raw = decode_entry(entry_id, fields, self.size, self.k).change
+                exc = self.take_change(seq, raw, grow_only=True)
+                if exc is not None:
+                    self._quarantine(seq, exc)
             self.version = seq
 
     def _change(self, seq: int, raw: bytes) -> None:
@@ -510,18 +538,72 @@ class LiveModel:
             return
         self._record(seq, 0, 0, CHANGED, "")
 
-    def take_change(self, seq: int, raw: bytes) -> Exception | None:
-        """Take the change of input of log entry ``seq`` (its JSON): the learner grows.
-        None when taken; else why it cannot be, the model left as it is."""
+    def take_change(self, seq: int, raw: bytes, grow_only: bool = False) -> Exception | None:
+        """Take the change of log entry ``seq`` (its JSON): a change of input (the
+        learner and the challengers grow) or of challengers (skipped when
+        ``grow_only``). None when taken; else why it cannot be, the model left as it is."""
         try:
-            space, learner = self.changed_space(orjson.loads(raw), limited=False)
+            change = orjson.loads(raw)
+            if isinstance(change, dict) and "challenger" in change:
+                if not grow_only:
+                    self._challenger(seq, change["challenger"])
+                self.version = seq
+                return None
+            space, learner = self.changed_space(change, limited=False)
         except (BadInput, orjson.JSONDecodeError) as exc:
             return exc
+        kept = np.arange(self.size)
+        for c in list(self.challengers.values()):
+            try:
+                c.grown(space.size(self.form), kept, space.labels)
+            except CannotGrow as exc:  # alike on every worker: it leaves
+                log.warning("model %s: challenger %s retired: %s", self.name, c.name, exc)
+                del self.challengers[c.name]
         self.space, self.learner, self.changed = space, learner, True
         self.config = with_space(self.config, space.config())
         self._sizes(self.snapshot_base)
         self.version = seq
         return None
+
+    def _challenger(self, seq: int, op: Any) -> None:
+        """Attach, retire or promote a challenger (a change entry's ``challenger``);
+        :class:`BadInput` for one that does not fit this model, alike on every worker."""
+        if not isinstance(op, dict) or op.get("op") not in ("attach", "retire", "promote"):
+            raise BadInput("challenger", "expected an attach, retire or promote")
+        name = op.get("name")
+        if not isinstance(name, str):
+            raise BadInput("challenger.name", "expected a name")
+        if op["op"] == "attach":
+            if name in self.challengers:
+                raise BadInput("name", f"{name!r}: the model has a challenger of that name")
+            self.challengers[name] = self.challenger(name, op.get("learner"), seq)
+            return
+        c = self.challengers.pop(name, None)
+        if c is None:
+            raise BadInput("name", f"{name!r}: the model has no challenger of that name")
+        if op["op"] == "promote":
+            self.learner, self.promoted = c.learner, c.spec
+            self.config = {**self.config, "learner": c.spec}
+
+    def challenger(self, name: str, spec: Any, attached: int) -> Challenger:
+        """A new challenger ``spec`` for this model (:class:`BadInput` naming the field
+        when the spec cannot learn from its input)."""
+        if not isinstance(spec, dict):
+            raise BadInput("learner", "expected an object")
+        try:
+            cls = kind_of(spec)
+            form = cls.input_kind_for({k: v for k, v in spec.items() if k != "kind"})
+        except InvalidParameter as e:
+            raise BadInput(f"learner.{e.name}" if e.name else "learner", str(e)) from None
+        if form != self.form:
+            raise BadInput(
+                "learner.kind",
+                f"{spec.get('kind')} takes {form}; this model's learner takes {self.form}",
+            )
+        try:
+            return Challenger.fresh(name, spec, attached, list(self.space.labels), self.size)
+        except InvalidParameter as e:
+            raise BadInput(f"learner.{e.name}" if e.name else "learner", str(e)) from None
 
     def _quarantine(self, seq: int, exc: Exception) -> None:
         """Skip log entry ``seq``: every worker finds the same fault in it and skips it
@@ -544,6 +626,12 @@ class LiveModel:
         :func:`storage.codec.fold_id`), ``stamp`` the stamp of the call that did."""
         first, todo = self._unapplied(first, items)
         tag = fold_id(key)
+        if self.challengers:  # each trial judges them too: one by one
+            for seq, (x, y) in enumerate(todo, first):
+                self._replay(seq, x, y, None, tag)
+            if todo:
+                self.stamp = stamp
+            return
         while todo:
             done = self._replay_compiled(first, todo, tag) if len(todo) >= BATCH_REPLAY else 0
             if done < len(todo):  # one by one from the first not applied compiled
@@ -623,8 +711,11 @@ class LiveModel:
         except Exception as exc:  # a fault of this entry, found alike by every worker
             self._quarantine(seq, exc)
             return
+        own = predicted
         if served is not None:  # a label: judged against the prediction served
             predicted = served
+        for c in self.challengers.values():
+            c.judge(x, y, self.labels[y], predicted, own)
         self.version = seq
         self._record(seq, y, predicted, outcome, trial_id)
 
@@ -705,7 +796,8 @@ class LiveModel:
         return orjson.dumps({"a": first, "e": out})
 
     def export(self) -> bytes:
-        return orjson.dumps(self.learner.export_state())
+        """The state a snapshot keeps: the learner's, with the challengers' if any."""
+        return orjson.dumps(export_model(self.learner, self.challengers))
 
 
 @dataclass(frozen=True, slots=True)

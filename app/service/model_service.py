@@ -28,6 +28,8 @@ from app.core.errors import BadInput
 from app.core.settings import Settings
 from app.core.waiting import until
 from app.service.backtests import Backtests
+from app.service.challenger import export_model
+from app.service.challengers import Challengers
 from app.service.fanout import check_plan
 from app.service.gather import Gathers
 from app.service.live_model import LiveModel, LogRange, Start, build_model, plan_model
@@ -37,7 +39,14 @@ from models.core.state import InvalidState
 from storage.codec import MAX_CHANGE
 from storage.errors import Conflict, ModelNotFound, StorageError
 from storage.jobs import JobStore
-from storage.repository import Idempotency, LogGap, ModelStore, Statistics, StoredModel
+from storage.repository import (
+    Idempotency,
+    LogGap,
+    ModelStore,
+    Statistics,
+    StoredModel,
+    input_of,
+)
 
 __all__ = ["ModelService", "request_digest"]
 
@@ -83,6 +92,7 @@ class ModelService:
         self.warmup = warmup  # awaited before the first learner is built
         self.replicas = Replicas(store, settings, warmup)
         self.trials = TrialCalls(self.replicas)
+        self.challengers = Challengers(store, self.replicas, settings)
         self.backtests = Backtests(
             store,
             JobStore(store.client, store.prefix),
@@ -215,18 +225,26 @@ class ModelService:
         """Replace the model's learner state; returns the log version it takes effect at."""
         for _ in range(5):
             m = await self.replicas.fresh(name)
-            state = await asyncio.to_thread(self._staged, m.learner, doc)
+            async with m.frozen():  # the challengers, as they are at m.version, stay
+                state = await asyncio.to_thread(self._staged, m, doc)
             seq = await self._reset(m, state, idem, "state imported", "import")
             if seq is not None:
                 return seq
         raise Conflict(f"model {name!r} kept changing: import its state again")
 
     async def _reset(
-        self, m: LiveModel, state: bytes, idem: Idempotency | None, what: str, op: str
+        self,
+        m: LiveModel,
+        state: bytes,
+        idem: Idempotency | None,
+        what: str,
+        op: str,
+        space: bytes | None = None,
     ) -> int | None:
         """Write ``state`` as the model's, after ``m``'s version, as a reset entry marked
-        ``what`` (``op``: the idempotency record's operation). Its seq, or None when the
-        log moved on first (``m`` is caught up: try again)."""
+        ``what`` (``op``: the idempotency record's operation), with the model's input
+        ``space`` (None: ``m``'s). Its seq, or None when the log moved on first (``m`` is
+        caught up: try again)."""
         sync, seq = await self.store.import_state(
             m.name,
             m.incarnation,
@@ -237,7 +255,7 @@ class ModelService:
             idem=idem,
             keep_ms=m.ttl_ms,
             seen=m.stamp,
-            space=m.space_doc(),
+            space=m.space_doc() if space is None else space,
             what=what,
             op=op,
         )
@@ -317,7 +335,10 @@ class ModelService:
                     field, f"{at}: model {name!r} can be rebuilt at {ranges or 'no version'}"
                 )
             start = usable[0]
-            config = stored.config if learner is None else {**stored.config, "learner": learner}
+            config, space = stored.config, start.space
+            if learner is not None:  # the input only: not the model's learner nor challengers
+                config = {**config, "learner": learner}
+                space = input_of(space)
             m = await asyncio.to_thread(
                 LiveModel,
                 name,
@@ -325,7 +346,7 @@ class ModelService:
                 config,
                 version=start.version,
                 state=start.state if learner is None else None,
-                space=start.space,
+                space=space,
                 limits=self.replicas.limits,
             )
             try:
@@ -350,7 +371,7 @@ class ModelService:
             if seq is not None:
                 return seq
         target = await self.state_at(name, version, field="version")
-        state = orjson.dumps(await asyncio.to_thread(target.learner.export_state))
+        state = await asyncio.to_thread(target.export)
         for _ in range(ROLLBACK_TRIES):
             m = await self.replicas.fresh(name)
             if target.space != m.space:  # grow through the changes since, in their places
@@ -359,11 +380,13 @@ class ModelService:
                     if not entries:
                         raise Conflict(f"model {name!r}: its log was trimmed meanwhile: again")
                     await asyncio.to_thread(target.grow_through, entries)
-                state = orjson.dumps(await asyncio.to_thread(target.learner.export_state))
+                state = await asyncio.to_thread(target.export)
                 continue  # and at the head again, which may have moved meanwhile
             # the state is for the input the model has at m.version, and the write is
-            # refused unless the log still ends there
-            seq = await self._reset(m, state, idem, f"rolled back to {version}", "rollback")
+            # refused unless the log still ends there; the learner and the challengers
+            # are those of the version rolled back to
+            space = m.space_doc(target.promoted or None, list(target.challengers))
+            seq = await self._reset(m, state, idem, f"rolled back to {version}", "rollback", space)
             if seq is not None:
                 return seq
         raise Conflict(f"model {name!r} kept changing: roll it back again")
@@ -436,14 +459,15 @@ class ModelService:
         raise Conflict(f"model {name!r} kept changing: send the change again")
 
     @staticmethod
-    def _staged(learner: Any, doc: Any) -> bytes:
-        """``doc`` read into a copy of ``learner`` (which stays as it is), exported."""
-        staged = learner.clone()
+    def _staged(m: LiveModel, doc: Any) -> bytes:
+        """``doc`` read into a copy of ``m``'s learner (which stays as it is), exported
+        with ``m``'s challengers."""
+        staged = m.learner.clone()
         try:
             staged.import_state(doc)
         except InvalidState as e:
             raise BadInput("state", str(e)) from None
-        return orjson.dumps(staged.export_state())
+        return orjson.dumps(export_model(staged, m.challengers))
 
 
 def _what(change: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ from app.service.live_model import Applied, LiveModel
 from app.service.replicas import TRIAL_LIMIT, Replicas
 from models.core.instance import Attributes, Experts
 from models.core.learner import UnknownLabel
+from models.explain import NotExplainable, describe, explain, explainable
 from storage.codec import encode_instance, encode_instances
 from storage.errors import Conflict, CorruptData, Full, ModelNotFound, Unavailable
 from storage.repository import Idempotency, LearnGroup, LearnResult, LogGap
@@ -110,9 +111,19 @@ class TrialCalls:
     # -- single trials, gathered ------------------------------------------------------
 
     async def predict_one(
-        self, name: str, payload: Any, trial_id: str | None, *, track: bool = True
+        self,
+        name: str,
+        payload: Any,
+        trial_id: str | None,
+        *,
+        track: bool = True,
+        explain: int = 0,
     ) -> Result:
-        """:meth:`predict` of one item, gathered with others of the model."""
+        """:meth:`predict` of one item, gathered with others of the model; one to explain
+        (``explain`` inputs per label) is predicted on its own."""
+        if explain:
+            items = [(payload, trial_id)]
+            return (await self.predict(name, items, track=track, explain=[explain]))[0]
         gathered = self._predicts if track else self._untracked
         return await gathered(name, (payload, trial_id))
 
@@ -124,6 +135,7 @@ class TrialCalls:
         trial_id: str | None,
         *,
         track: bool = True,
+        explain: int = 0,
     ) -> Result:
         """:meth:`predict_one` of ``instance`` with the votes of the experts that have an
         endpoint and no vote in it, asked with ``inputs`` (:mod:`app.service.fanout`):
@@ -132,13 +144,19 @@ class TrialCalls:
         m = await self.replicas.live(name)
         posted = instance.get("experts") or {}
         experts = {**await self.fanout.votes(name, m.space, inputs, posted), **posted}
-        got = await self.predict_one(name, {**instance, "experts": experts}, trial_id, track=track)
+        payload = {**instance, "experts": experts}
+        got = await self.predict_one(name, payload, trial_id, track=track, explain=explain)
         if isinstance(got, dict):
             got = {**got, "abstained": _abstained(m.space.expert_names, m.space.retired, experts)}
         return got
 
     async def predict_inputs_many(
-        self, name: str, items: Sequence[InputsItem], *, track: bool = True
+        self,
+        name: str,
+        items: Sequence[InputsItem],
+        *,
+        track: bool = True,
+        explain: Sequence[int] | None = None,
     ) -> list[Result]:
         """:meth:`predict` of several items by one hypothesis, each (instance, trial id
         or None, inputs or :data:`NOT_ASKED`) whose ``inputs`` the experts with an
@@ -175,7 +193,8 @@ class TrialCalls:
         if not todo:
             return out
         space = m.space
-        results = await self.predict(name, [item for _, item, _ in todo], track=track)
+        tops = None if explain is None else [explain[i] for i, _, _ in todo]
+        results = await self.predict(name, [item for _, item, _ in todo], track=track, explain=tops)
         for (i, _, votes), got in zip(todo, results, strict=True):
             if isinstance(got, dict) and votes is not None:
                 got = {**got, "abstained": _abstained(space.expert_names, space.retired, votes)}
@@ -253,9 +272,18 @@ class TrialCalls:
     # -- predict ----------------------------------------------------------------------
 
     async def predict(
-        self, name: str, items: Sequence[PredictItem], *, track: bool = True
+        self,
+        name: str,
+        items: Sequence[PredictItem],
+        *,
+        track: bool = True,
+        explain: Sequence[int] | None = None,
     ) -> list[Result]:
-        """Predict each (instance payload, trial id or None); keep tracked ones pending."""
+        """Predict each (instance payload, trial id or None); keep tracked ones pending.
+
+        ``explain``: for each item, how many inputs per label its answer's ``explanation``
+        lists (0: none; see :mod:`models.explain`), worked out by the hypothesis that
+        predicted; it changes nothing else of the call."""
         m = await self.replicas.live(name)
         most = self.settings.max_answer_scores
         if len(items) * m.k > most:
@@ -264,6 +292,8 @@ class TrialCalls:
                 f"{len(items)} items x {m.k} labels = {len(items) * m.k} scores: expected "
                 f"at most {most} (max_answer_scores)",
             )
+        if explain is not None:
+            self._explainable(m, explain)
         if not track:
             if self.replicas.stale(m):
                 m = await self.replicas.fresh(name)
@@ -271,10 +301,14 @@ class TrialCalls:
             if await self._changed(m, instances):
                 instances = self._instances(m, [payload for payload, _ in items])
             each = iter(m.predict_many([x for x in instances if not isinstance(x, BadInput)]))
-            return [
+            answers: list[Result] = [
                 x if isinstance(x, BadInput) else self._predicted(m, None, *next(each), m.version)
                 for x in instances
             ]
+            if explain is not None:
+                todo = [(i, x) for i, x in enumerate(instances) if not isinstance(x, BadInput)]
+                self._explained(answers, todo, self._explanations(m, todo, explain), m.version)
+            return answers
         ids = [trial_id or self._new_trial_id() for _, trial_id in items]
         encoded_for = ""
         rows = self.settings.compact_votes
@@ -293,6 +327,8 @@ class TrialCalls:
                 return out
             known, seen = m.version, m.stamp
             made = m.predict_many([x for _, x in todo])
+            # by the hypothesis that made them, before another trial can move it
+            notes = None if explain is None else self._explanations(m, todo, explain)
             sent = [
                 (ids[i], enc, c, s.astype("<f8").tobytes())
                 for (i, _), enc, (c, s) in zip(todo, encoded, made, strict=True)
@@ -326,8 +362,55 @@ class TrialCalls:
                 if r.status == "ok":  # stored as ``data``: its label takes it from memory
                     stored.append((data, x))
             self.replicas.kept.put_many(stored)
+            if notes is not None:
+                self._explained(out, todo, notes, known)
             return out
         raise AssertionError("unreachable")
+
+    def _explainable(self, m: LiveModel, tops: Sequence[int]) -> None:
+        """Refuse an explained predict that the learner cannot explain, or whose parts
+        would pass ``max_answer_scores``, before anything is kept."""
+        most = self.settings.max_answer_scores
+        parts = m.k * sum(tops)
+        if parts > most:
+            raise BadInput(
+                "explain_top",
+                f"{m.k} labels x {sum(tops)} inputs explained in all = {parts} parts: "
+                f"expected at most {most} (max_answer_scores)",
+            )
+        try:
+            explainable(m.learner)
+        except NotExplainable as e:
+            raise BadInput("explain", str(e)) from None
+
+    @staticmethod
+    def _explanations(
+        m: LiveModel, todo: Sequence[tuple[int, Attributes | Experts]], tops: Sequence[int]
+    ) -> list[dict[str, Any] | None]:
+        """The explanation of each of ``todo`` (item, instance) whose item asks for one
+        (``tops[item]`` inputs per label), by ``m``'s hypothesis as it is now."""
+        try:
+            return [
+                describe(explain(m.learner, x), m.space, m.form, tops[i]) if tops[i] else None
+                for i, x in todo
+            ]
+        except NotExplainable as e:  # the model's learner changed since it was checked
+            raise BadInput("explain", str(e)) from None
+
+    @staticmethod
+    def _explained(
+        out: list[Result],
+        todo: Sequence[tuple[int, Attributes | Experts]],
+        notes: Sequence[dict[str, Any] | None],
+        version: int,
+    ) -> None:
+        """Add its explanation to each answer of ``todo`` that asked for one; null for an
+        answer predicted at another version than ``version`` (a retried trial's, kept as
+        first served), whose hypothesis is no longer at hand."""
+        for (i, _), note in zip(todo, notes, strict=True):
+            r = out[i]
+            if note is not None and isinstance(r, dict):
+                r["explanation"] = note if r["model_version"] == version else None
 
     @staticmethod
     def _in_other_form(

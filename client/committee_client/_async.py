@@ -26,6 +26,7 @@ from committee_client.types import (
     ApiKey,
     AuditEntry,
     BatchItem,
+    Challengers,
     Instance,
     Job,
     Label,
@@ -237,6 +238,27 @@ class AsyncClient:
                 raise TimeoutError(f"job {job_id} still runs after {timeout:g} s")
             await asyncio.sleep(every)
 
+    async def attach_challenger(
+        self, name: str, challenger: str, learner: Mapping[str, Any] | str
+    ) -> Challengers:
+        """Attach ``learner`` to model ``name`` as shadow challenger ``challenger``: it
+        follows every trial the model learns from then on, judged on the same labels,
+        never answering. The model's challengers then."""
+        return await self._run(calls.attach_challenger(name, challenger, learner))
+
+    async def challengers(self, name: str) -> Challengers:
+        """The model's challengers' figures beside its learner's on the same trials."""
+        return await self._run(calls.challengers(name))
+
+    async def promote_challenger(self, name: str, challenger: str) -> Challengers:
+        """Make the challenger, as it is now, the model's learner (one entry in its log;
+        a rollback to a version before undoes it)."""
+        return await self._run(calls.promote_challenger(name, challenger))
+
+    async def retire_challenger(self, name: str, challenger: str) -> None:
+        """Retire the challenger: it follows the model no more."""
+        await self._run(calls.retire_challenger(name, challenger))
+
     async def versions(self, name: str) -> dict[str, Any]:
         """The versions the model can be rebuilt at (``restorable``: from, to), its
         snapshot's, its log's bounds and its latest changes."""
@@ -295,11 +317,21 @@ class AsyncClient:
     # -- trials ----------------------------------------------------------------------
 
     async def predict(
-        self, name: str, instance: Instance, *, trial_id: str | None = None, track: bool = True
+        self,
+        name: str,
+        instance: Instance,
+        *,
+        trial_id: str | None = None,
+        track: bool = True,
+        explain: bool = False,
+        explain_top: int | None = None,
     ) -> Prediction:
         """Predict a label. A tracked prediction waits for its label under ``trial_id``,
-        made up by the client when not given, so that a retry returns the same answer."""
-        return await self._run(calls.predict(name, instance, trial_id, track))
+        made up by the client when not given, so that a retry returns the same answer.
+        With ``explain``, the result's ``explanation`` gives each input's part of each
+        label's score (the ``explain_top`` largest per label, the service's default when
+        None); a learner kind that cannot be explained raises InvalidInput."""
+        return await self._run(calls.predict(name, instance, trial_id, track, explain, explain_top))
 
     async def label(self, name: str, trial_id: str, label: Label) -> Labelled:
         """Give a predicted trial its true label (applied once; the same label again
@@ -319,9 +351,13 @@ class AsyncClient:
         *,
         trial_ids: Iterable[str | None] | None = None,
         track: bool = True,
+        explain: bool = False,
+        explain_top: int | None = None,
     ) -> list[BatchItem[Prediction]]:
-        """Predict several instances with one hypothesis; one item per instance, in order."""
-        return await self._run(calls.predict_batch(name, instances, trial_ids, track))
+        """Predict several instances with one hypothesis; one item per instance, in order
+        (``explain``, ``explain_top``: as for :meth:`predict`, for every item)."""
+        call = calls.predict_batch(name, instances, trial_ids, track, explain, explain_top)
+        return await self._run(call)
 
     async def label_batch(
         self, name: str, labels: Iterable[tuple[str, Label]]

@@ -17,6 +17,7 @@ from committee_client.types import (
     ApiKey,
     AuditEntry,
     BatchItem,
+    Challengers,
     ImportProgress,
     Instance,
     Job,
@@ -231,6 +232,31 @@ def cancel_job(job_id: str) -> Call[Job]:
     return Call("DELETE", f"/v1/jobs/{quote(job_id, safe='')}", Job.model_validate)
 
 
+def attach_challenger(
+    name: str, challenger: str, learner: Mapping[str, Any] | str
+) -> Call[Challengers]:
+    spec = {"kind": learner} if isinstance(learner, str) else dict(learner)
+    body = {"name": challenger, "learner": spec}
+    # keyed: a retry after a lost answer attaches it once, not a 422 (name taken)
+    return Call(
+        "POST", _model(name, "challengers"), Challengers.model_validate, body, key=new_key()
+    )
+
+
+def challengers(name: str) -> Call[Challengers]:
+    return Call("GET", _model(name, "challengers"), Challengers.model_validate)
+
+
+def promote_challenger(name: str, challenger: str) -> Call[Challengers]:
+    path = _model(name, "challengers", quote(challenger, safe=""), "promote")
+    return Call("POST", path, Challengers.model_validate, key=new_key())
+
+
+def retire_challenger(name: str, challenger: str) -> Call[None]:
+    path = _model(name, "challengers", quote(challenger, safe=""))
+    return Call("DELETE", path, _none, key=new_key())
+
+
 def versions(name: str) -> Call[dict[str, Any]]:
     return Call("GET", _model(name, "versions"), dict)
 
@@ -257,17 +283,34 @@ def stats(name: str) -> Call[Stats]:
     return Call("GET", _model(name, "stats"), Stats.model_validate)
 
 
-def predict_item(instance: Instance, trial_id: str | None, track: bool) -> dict[str, Any]:
+def predict_item(
+    instance: Instance,
+    trial_id: str | None,
+    track: bool,
+    explain: bool = False,
+    explain_top: int | None = None,
+) -> dict[str, Any]:
     item: dict[str, Any] = {"instance": dict(instance), "track": track}
     if track:  # an untracked predict stores nothing, and needs no id to be retried
         item["trial_id"] = trial_id or new_trial_id()
     elif trial_id is not None:
         item["trial_id"] = trial_id
+    if explain:
+        item["explain"] = True
+        if explain_top is not None:
+            item["explain_top"] = explain_top
     return item
 
 
-def predict(name: str, instance: Instance, trial_id: str | None, track: bool) -> Call[Prediction]:
-    body = predict_item(instance, trial_id, track)
+def predict(
+    name: str,
+    instance: Instance,
+    trial_id: str | None,
+    track: bool,
+    explain: bool = False,
+    explain_top: int | None = None,
+) -> Call[Prediction]:
+    body = predict_item(instance, trial_id, track, explain, explain_top)
     return Call("POST", _model(name, "predict"), Prediction.model_validate, body)
 
 
@@ -286,12 +329,14 @@ def predict_batch(
     instances: Iterable[Instance],
     trial_ids: Iterable[str | None] | None,
     track: bool,
+    explain: bool = False,
+    explain_top: int | None = None,
 ) -> Call[list[BatchItem[Prediction]]]:
     xs = list(instances)
     ids = [None] * len(xs) if trial_ids is None else list(trial_ids)
     if len(ids) != len(xs):
         raise ValueError(f"{len(ids)} trial ids for {len(xs)} instances: expected one each")
-    items = [predict_item(x, t, track) for x, t in zip(xs, ids, strict=True)]
+    items = [predict_item(x, t, track, explain, explain_top) for x, t in zip(xs, ids, strict=True)]
     path = _model(name, "predict", "batch")
     return Call("POST", path, lambda b: _predictions(b["items"]), {"items": items})
 

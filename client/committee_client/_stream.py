@@ -30,6 +30,7 @@ from committee_client._calls import encode, predict_item
 from committee_client.errors import CommitteeError, ConnectionFailed, from_response
 from committee_client.types import (
     BatchItem,
+    Challengers,
     Instance,
     Job,
     Label,
@@ -57,6 +58,9 @@ READERS: dict[str, TypeAdapter[Any]] = {
         ("rollback", Model),
         ("backtest", Job),
         ("fork", Model),
+        ("attach_challenger", Challengers),
+        ("promote_challenger", Challengers),
+        ("retire_challenger", Challengers),
     )
 }
 
@@ -221,10 +225,17 @@ class AsyncStream:
         return (await self._answer(op, await self._send({"op": op, **body}))).unwrap()
 
     async def predict(
-        self, instance: Instance, *, trial_id: str | None = None, track: bool = True
+        self,
+        instance: Instance,
+        *,
+        trial_id: str | None = None,
+        track: bool = True,
+        explain: bool = False,
+        explain_top: int | None = None,
     ) -> Prediction:
         """As ``Client.predict``: a tracked prediction gets a client-made trial id."""
-        result: Prediction = await self._one("predict", predict_item(instance, trial_id, track))
+        body = predict_item(instance, trial_id, track, explain, explain_top)
+        result: Prediction = await self._one("predict", body)
         return result
 
     async def label(self, trial_id: str, label: Label) -> Labelled:
@@ -283,6 +294,27 @@ class AsyncStream:
             "backtest", learner=learner, from_version=from_version, points=points, wait=wait
         )
         result: Job = await self._one("backtest", body)
+        return result
+
+    async def attach_challenger(
+        self, challenger: str, learner: Mapping[str, Any] | str
+    ) -> Challengers:
+        """As ``Client.attach_challenger``, on this stream's model."""
+        spec = {"kind": learner} if isinstance(learner, str) else dict(learner)
+        body = admin_message("attach_challenger", name=challenger, learner=spec)
+        result: Challengers = await self._one("attach_challenger", body)
+        return result
+
+    async def promote_challenger(self, challenger: str) -> Challengers:
+        """As ``Client.promote_challenger``, on this stream's model."""
+        body = admin_message("promote_challenger", challenger=challenger)
+        result: Challengers = await self._one("promote_challenger", body)
+        return result
+
+    async def retire_challenger(self, challenger: str) -> Challengers:
+        """As ``Client.retire_challenger``, on this stream's model; its challengers then."""
+        body = admin_message("retire_challenger", challenger=challenger)
+        result: Challengers = await self._one("retire_challenger", body)
         return result
 
     async def _many(self, op: str, items: Iterable[Any]) -> list[BatchItem[Any]]:

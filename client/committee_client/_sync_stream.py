@@ -26,6 +26,7 @@ from committee_client._stream import (
 from committee_client.errors import CommitteeError, ConnectionFailed
 from committee_client.types import (
     BatchItem,
+    Challengers,
     Instance,
     Job,
     Label,
@@ -110,10 +111,17 @@ class Stream:
         return self._answer(op, self._send({"op": op, **body})).unwrap()
 
     def predict(
-        self, instance: Instance, *, trial_id: str | None = None, track: bool = True
+        self,
+        instance: Instance,
+        *,
+        trial_id: str | None = None,
+        track: bool = True,
+        explain: bool = False,
+        explain_top: int | None = None,
     ) -> Prediction:
         """As ``Client.predict``: a tracked prediction gets a client-made trial id."""
-        result: Prediction = self._one("predict", predict_item(instance, trial_id, track))
+        body = predict_item(instance, trial_id, track, explain, explain_top)
+        result: Prediction = self._one("predict", body)
         return result
 
     def label(self, trial_id: str, label: Label) -> Labelled:
@@ -172,6 +180,25 @@ class Stream:
             "backtest", learner=learner, from_version=from_version, points=points, wait=wait
         )
         result: Job = self._one("backtest", body)
+        return result
+
+    def attach_challenger(self, challenger: str, learner: Mapping[str, Any] | str) -> Challengers:
+        """As ``Client.attach_challenger``, on this stream's model."""
+        spec = {"kind": learner} if isinstance(learner, str) else dict(learner)
+        body = admin_message("attach_challenger", name=challenger, learner=spec)
+        result: Challengers = self._one("attach_challenger", body)
+        return result
+
+    def promote_challenger(self, challenger: str) -> Challengers:
+        """As ``Client.promote_challenger``, on this stream's model."""
+        body = admin_message("promote_challenger", challenger=challenger)
+        result: Challengers = self._one("promote_challenger", body)
+        return result
+
+    def retire_challenger(self, challenger: str) -> Challengers:
+        """As ``Client.retire_challenger``, on this stream's model; its challengers then."""
+        body = admin_message("retire_challenger", challenger=challenger)
+        result: Challengers = self._one("retire_challenger", body)
         return result
 
     def _many(self, op: str, items: Iterable[Any]) -> list[BatchItem[Any]]:

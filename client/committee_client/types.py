@@ -20,13 +20,18 @@ __all__ = [
     "Backtest",
     "BacktestRun",
     "BatchItem",
+    "Challenger",
+    "Challengers",
+    "Contribution",
     "Counters",
+    "Explanation",
     "ImportProgress",
     "Instance",
     "Internal",
     "ItemError",
     "Job",
     "Label",
+    "LabelExplanation",
     "Labelled",
     "Learned",
     "LearnerKind",
@@ -74,6 +79,39 @@ class Backtest(_Out):
     resets: list[int]
     model: BacktestRun
     candidates: list[BacktestRun]
+
+
+class Challenger(_Out):
+    """A shadow challenger and its figures, beside the model's learner's on the same
+    trials: ``live_mistakes`` by the predictions served, ``live_log_mistakes`` judged
+    as the challenger is; ``curve`` holds ``[trials, mistakes, live_mistakes]``."""
+
+    name: str
+    learner: dict[str, Any]
+    attached: int
+    trials: int
+    mistakes: int
+    error_rate: float | None
+    live_mistakes: int
+    live_error_rate: float | None
+    live_log_mistakes: int
+    skipped: int
+    curve: list[list[int]]
+
+
+class Challengers(_Out):
+    """A model's learner and its challengers at its latest version."""
+
+    model: str
+    version: int
+    learner: dict[str, Any]
+    challengers: list[Challenger]
+
+    def __getitem__(self, name: str) -> Challenger:
+        for c in self.challengers:
+            if c.name == name:
+                return c
+        raise KeyError(name)
 
 
 class Job(_Out):
@@ -151,13 +189,41 @@ class State(_Out):
     state: dict[str, Any]
 
 
+class Contribution(_Out):
+    """One input's part of a label's score."""
+
+    input: str
+    value: float
+
+
+class LabelExplanation(_Out):
+    """A label's score as ``constant`` + the listed ``contributions`` + ``rest``."""
+
+    constant: float
+    contributions: list[Contribution]
+    rest: float
+
+    def total(self) -> float:
+        """The score these parts add up to."""
+        return self.constant + sum(c.value for c in self.contributions) + self.rest
+
+
+class Explanation(_Out):
+    """Each input's part of each label's score, by the learner ``kind`` that predicted."""
+
+    kind: str
+    labels: dict[str, LabelExplanation]
+
+
 class Prediction(_Out):
-    """A predicted label; ``trial_id`` (None if untracked) is what to label later."""
+    """A predicted label; ``trial_id`` (None if untracked) is what to label later.
+    ``explanation`` is there when asked for (``explain=True``), else None."""
 
     trial_id: str | None
     label: Label
     scores: dict[str, float]
     model_version: int
+    explanation: Explanation | None = None
 
 
 class Labelled(_Out):

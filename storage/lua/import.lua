@@ -9,7 +9,9 @@
 -- Reply: {'ok', seq} | {'stale', version, folded, entries} (catch up, fold, retry) |
 -- {'repeat', seq, incarnation} | {'mismatch'}
 -- Replaces the learner state: appends a reset entry (k = r) at seq and keeps the state as
--- the snapshot at seq; workers that replay the reset entry reload from the snapshot. The
+-- the snapshot at seq, with the model's input ARGV[8] (which also names the learner and
+-- the challengers the state holds, and becomes the model's); workers that replay the
+-- reset entry reload from the snapshot. The
 -- snapshot it replaces (or the creation, p_state '') is kept as the previous one (fields
 -- p_*, with p_until = seq), so that the versions before seq can still be rebuilt while the
 -- log holds them.
@@ -28,7 +30,7 @@ if not cur[1] then cur = {0, '', '', ''} end  -- no snapshot yet: the creation
 redis.call('HSET', KEYS[3], 'p_version', cur[1], 'p_state', cur[2], 'p_w', cur[3] or '',
            'p_c', cur[4] or '', 'p_until', version)
 redis.call('HSET', KEYS[3], 'version', version, 'state', ARGV[3], 'w', stamp, 'c', ARGV[8])
-redis.call('HSET', meta, 'version', version, 'folded', version)
+redis.call('HSET', meta, 'version', version, 'folded', version, 'input', ARGV[8])
 redis.call('HINCRBY', meta, 'imports', 1)
 remember(ARGV[10], version)
 mark(version, ARGV[9])

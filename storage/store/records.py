@@ -28,6 +28,7 @@ __all__ = [
     "StoredModel",
     "Sync",
     "as_int",
+    "input_of",
     "parse_meta",
     "read_space",
     "text",
@@ -162,13 +163,30 @@ class Statistics:
     summary: dict[str, Any] | None
 
 
+# the members of a stored input that are not input sections: the labels, the learner a
+# promoted challenger made the model's, the names of the model's challengers
+MODEL_MEMBERS = frozenset({"labels", "learner", "challengers"})
+
+
 def with_space(config: dict[str, Any], space: dict[str, Any] | None) -> dict[str, Any]:
     """``config`` with its labels and input sections replaced by ``space``'s (an input
-    space's config), when given."""
+    space's config), when given, and its learner by the one ``space`` names (a promoted
+    challenger's). ``space`` may also name the model's challengers, which are not part
+    of the config."""
     if space is None:
         return config
-    sections = {k: v for k, v in space.items() if k != "labels"}
-    return {**config, "labels": space["labels"], "input": sections}
+    sections = {k: v for k, v in space.items() if k not in MODEL_MEMBERS}
+    out = {**config, "labels": space["labels"], "input": sections}
+    if "learner" in space:
+        out["learner"] = space["learner"]
+    return out
+
+
+def input_of(space: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``space`` without the learner and challengers it may name: the input alone."""
+    if space is None:
+        return None
+    return {k: v for k, v in space.items() if k not in ("learner", "challengers")}
 
 
 def read_space(raw: Any, what: str) -> dict[str, Any] | None:
@@ -181,6 +199,11 @@ def read_space(raw: Any, what: str) -> dict[str, Any] | None:
         raise CorruptData(f"{what}: not JSON") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("labels"), list):
         raise CorruptData(f"{what}: expected an object with labels")
+    if not isinstance(doc.get("learner", {}), dict):
+        raise CorruptData(f"{what}: its learner must be an object")
+    names = doc.get("challengers", [])
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise CorruptData(f"{what}: its challengers must be a list of names")
     return doc
 
 

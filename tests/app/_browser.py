@@ -86,6 +86,12 @@ return {
     title: g.querySelector("title").textContent,
     x: g.querySelector("line").getBoundingClientRect().x,
   })),
+  challengers: [...curve.querySelectorAll("g.challenger")].map((g) => ({
+    name: g.dataset.name,
+    mistakes: Number(g.dataset.mistakes),
+    title: g.querySelector("title").textContent,
+    vertices: g.querySelector("polyline").getAttribute("points").trim().split(/\\s+/).length,
+  })),
   candidates: [...curve.querySelectorAll("g.candidate")].map((g) => ({
     mistakes: Number(g.dataset.mistakes),
     title: g.querySelector("title").textContent,

@@ -261,6 +261,7 @@ class Replay:
     x: dict[int, bytes] = field(default_factory=dict)  # seq -> stored instance
     y: dict[int, int] = field(default_factory=dict)
     predicted: dict[int, int] = field(default_factory=dict)  # served, or own at replay
+    own: dict[int, int] = field(default_factory=dict)  # the learner's own at replay
     updated: dict[int, bool] = field(default_factory=dict)
     # predictions that differ from the hypothesis at their version, by version
     at_version: dict[int, list[Any]] = field(default_factory=dict)
@@ -351,6 +352,7 @@ def replay(
         out.kinds[e.seq] = e.kind
         out.x[e.seq] = fields[b"x"]
         out.y[e.seq] = e.y
+        out.own[e.seq] = own
         out.updated[e.seq] = learner.updates_ > updates
         if e.kind == "label":
             assert e.predicted is not None

@@ -304,3 +304,36 @@ def test_dashboard_draws_the_latest_backtest_beside_the_live_curve(
     assert "trials after 40" in got[0]["title"]
     # each from the version it starts at to its last point
     assert [c["vertices"] for c in got] == [1 + len(c["curve"]) for c in result["candidates"]]
+
+
+def test_dashboard_draws_the_challengers_beside_the_live_curve(
+    page: webdriver.Chrome, client: httpx.Client, model_name: str
+) -> None:
+    create(client, model_name, {"kind": "committee", "alpha": 1.3})
+    learn(client, model_name, 60, seed=9)
+    for cname, spec in (
+        ("wm", {"kind": "weighted-majority"}),
+        ("mw", {"kind": "multiclass-winnow"}),
+    ):
+        r = client.post(
+            f"/v1/models/{model_name}/challengers", json={"name": cname, "learner": spec}
+        )
+        assert r.status_code == 201, r.text
+    learn(client, model_name, 90, seed=10)
+    settled(client, model_name)
+    want = client.get(f"/v1/models/{model_name}/challengers").json()["challengers"]
+    card = wait_for(
+        lambda: read_card(page, model_name),
+        lambda c: (
+            c is not None
+            and [g["mistakes"] for g in c["challengers"]] == [w["mistakes"] for w in want]
+        ),
+        f"the challengers of {model_name}",
+    )
+    assert card is not None
+    got = card["challengers"]
+    assert [g["name"] for g in got] == ["wm", "mw"]
+    assert got[0]["title"].startswith("challenger wm: weighted-majority")
+    assert f"in {want[0]['trials']} trials since {want[0]['attached']}" in got[0]["title"]
+    # each from where it was attached to its last point
+    assert [g["vertices"] for g in got] == [1 + len(w["curve"]) for w in want]

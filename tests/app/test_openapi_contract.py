@@ -64,6 +64,12 @@ ACCEPTED = {
     # be replayed from, a replay beyond the budget. 429: the worker's backtests at once.
     "POST /v1/models/{name}/backtest": [404, 409, 422, 429],
     "GET /v1/models/{name}/backtest": [404],
+    # 422: a learner the input cannot feed (as for a create), a name taken, beyond
+    # max_challengers or the learner budget. 404: a challenger the model does not have.
+    "POST /v1/models/{name}/challengers": [404, 409, 422],
+    "GET /v1/models/{name}/challengers": [404],
+    "POST /v1/models/{name}/challengers/{challenger}/promote": [404, 409],
+    "DELETE /v1/models/{name}/challengers/{challenger}": [404, 409],
     "GET /v1/jobs/{job_id}": [404],
     "DELETE /v1/jobs/{job_id}": [404],
     # 422: a version beyond the model's, or before the first entry its log holds

@@ -33,7 +33,10 @@ def test_both_topologies_are_measured_in_one_run() -> None:
         assert m is not None
         value = float(m[2])
         assert math.isfinite(value), m[0]
-        assert value >= 0 if m[1].endswith("others_cores") else value > 0, m[0]
+        # CPU time is counted in clock ticks: a replica's, or the other processes', may
+        # stay below one tick over a quick run
+        idle = m[1].endswith("others_cores") or "replica" in m[1]
+        assert value >= 0 if idle else value > 0, m[0]
     # the headline carries its target, and the models spread over all three primaries
     assert figures[-1].startswith("cluster_vs_single_node: ") and "(target >= 0.8:" in figures[-1]
     spread = re.search(r"models per cluster primary: (\d+) on :\d+, (\d+) on :\d+, (\d+) on", text)

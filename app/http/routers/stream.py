@@ -6,7 +6,9 @@ of the REST call of that name: ``predict``, ``label``, ``learn``; the changes of
 ``experts``, ``features`` and ``labels`` (``add``, ``retire``); ``rollback``
 (``version``); ``backtest`` (``learner``, ``from_version``, ``points``, ``wait``); and
 ``fork``, which makes model ``name`` from this one at ``version`` (``learner``,
-``label_ttl`` and ``max_active`` as ``POST /v1/models`` takes them). Writes may carry an
+``label_ttl`` and ``max_active`` as ``POST /v1/models`` takes them); the shadow
+challengers' ``attach_challenger`` (``name``, ``learner``), ``promote_challenger`` and
+``retire_challenger`` (``challenger``), answered with the model's challengers. Writes may carry an
 ``idempotency_key``. Each request gets one answer, in order,
 ``{"id": ..., "result": {...}}`` or ``{"id": ..., "error": {"status", "message",
 "field"}}``. A bad message gets an error and the stream goes on. An unknown model closes
@@ -52,6 +54,9 @@ from app.http.routers.trials import Admit
 from app.http.schemas import (
     EXACT_FLOATS,
     BacktestCreate,
+    ChallengerCreate,
+    ChallengerRef,
+    ChallengersPublic,
     ExpertsChange,
     FeaturesChange,
     JobPublic,
@@ -62,6 +67,7 @@ from app.http.schemas import (
 from app.service.access import Auth, Principal, principal_of
 from app.service.model_service import ModelService
 from app.service.trial_calls import NOT_ASKED
+from models.explain import TOP_DEFAULT, TOP_MOST
 from storage.errors import ModelNotFound
 from storage.keys import NAME_PATTERN, TRIAL_ID_PATTERN, valid_name, valid_trial_id
 from storage.repository import Idempotency
@@ -71,7 +77,7 @@ log = logging.getLogger("committee.stream")
 
 BATCH = 512  # requests applied in one call at most
 _FIELDS = {
-    "predict": (set(), {"instance", "inputs", "trial_id", "track"}),
+    "predict": (set(), {"instance", "inputs", "trial_id", "track", "explain", "explain_top"}),
     "label": ({"trial_id", "label"}, set()),
     "learn": ({"instance", "label"}, {"idempotency_key"}),
     "experts": (set(), {"add", "retire", "idempotency_key"}),
@@ -80,6 +86,9 @@ _FIELDS = {
     "rollback": ({"version"}, {"idempotency_key"}),
     "backtest": ({"learner"}, {"from_version", "points", "wait", "idempotency_key"}),
     "fork": ({"name"}, {"version", "learner", "label_ttl", "max_active", "idempotency_key"}),
+    "attach_challenger": ({"name", "learner"}, {"idempotency_key"}),
+    "promote_challenger": ({"challenger"}, {"idempotency_key"}),
+    "retire_challenger": ({"challenger"}, {"idempotency_key"}),
 }
 #: the admin operations, each with its body's schema and its audit action
 _CHANGES: dict[str, tuple[type[BaseModel], str]] = {
@@ -89,6 +98,9 @@ _CHANGES: dict[str, tuple[type[BaseModel], str]] = {
     "rollback": (Rollback, "roll back"),
     "backtest": (BacktestCreate, "backtest"),
     "fork": (ModelFork, "create model"),
+    "attach_challenger": (ChallengerCreate, "attach challenger"),
+    "promote_challenger": (ChallengerRef, "promote challenger"),
+    "retire_challenger": (ChallengerRef, "retire challenger"),
 }
 # the messages read by app.http.bodies.read_trial when they can be: their members
 _PLAIN_OPS = {
@@ -102,15 +114,17 @@ _INT64 = 2**63
 
 
 class Request:
-    __slots__ = ("args", "error", "id", "idem", "inputs", "key", "op")
+    __slots__ = ("args", "error", "explain", "id", "idem", "inputs", "key", "op")
 
     def __init__(self, raw: str | bytes, name: str = "", most_label: int = 256) -> None:
         self.id: Any = None
         self.op = ""
-        self.key: tuple[str, Any] = ("", None)
+        # (op, track, explained): requests applied together share it
+        self.key: tuple[str, Any, bool] = ("", None, False)
         self.args: tuple[Any, Any] = (None, None)
         self.idem: Idempotency | None = None
         self.inputs: Any = NOT_ASKED  # a predict's, for the experts with endpoints
+        self.explain = 0  # a predict's: the inputs its answer explains per label
         self.error: BadInput | None = None
         try:
             self._parse(raw, name, most_label)
@@ -133,7 +147,7 @@ class Request:
             if label is None:
                 return False
         self.id, self.op = msg.get("id"), op
-        self.key = (op, msg.get("track", True))
+        self.key = (op, msg.get("track", True), False)
         if op == "predict":
             self.args = (msg["instance"], msg.get("trial_id"))
         else:
@@ -206,8 +220,9 @@ class Request:
         track = msg.get("track", True)
         if not isinstance(track, bool):
             raise BadInput("track", "expected true or false")
+        self.explain = _explain_of(msg)
         self.op = op
-        self.key = (op, track)
+        self.key = (op, track, self.explain > 0)
         if op == "predict":
             self.args = (msg.get("instance") or {}, trial_id)
             self.inputs = msg.get("inputs", NOT_ASKED)
@@ -217,6 +232,17 @@ class Request:
             self.args = (change, None)
         else:
             self.args = (msg["instance"], label)
+
+
+def _explain_of(msg: dict[str, Any]) -> int:
+    """How many inputs per label a predict message asks explained (0: none), as the REST
+    call reads ``explain`` and ``explain_top``."""
+    explain, top = msg.get("explain", False), msg.get("explain_top", TOP_DEFAULT)
+    if not isinstance(explain, bool):
+        raise BadInput("explain", "expected true or false")
+    if type(top) is not int or not 1 <= top <= TOP_MOST:
+        raise BadInput("explain_top", f"expected an integer from 1 to {TOP_MOST}")
+    return top if explain else 0
 
 
 def _plain_id(v: Any) -> bool:
@@ -255,8 +281,9 @@ async def _apply(
     who: tuple[Principal, Auth] | None = None,
 ) -> tuple[list[bytes], bool]:
     """The answers to a group of requests of one op, and whether the model is gone."""
-    op, track = group[0].key
+    op, track, explained = group[0].key
     args = [r.args for r in group]
+    explain = [r.explain for r in group] if explained else None
     try:
         if admit is not None:  # every request of a stream is a trial of the key's limit
             await admit(len(group))
@@ -266,9 +293,11 @@ async def _apply(
             return [f for f, _ in changed], any(gone for _, gone in changed)
         if op == "predict" and any(r.inputs is not NOT_ASKED for r in group):
             asked = [(r.args[0], r.args[1], r.inputs) for r in group]
-            results = await service.trials.predict_inputs_many(name, asked, track=track)
+            results = await service.trials.predict_inputs_many(
+                name, asked, track=track, explain=explain
+            )
         elif op == "predict":
-            results = await service.trials.predict(name, args, track=track)
+            results = await service.trials.predict(name, args, track=track, explain=explain)
         elif op == "label":
             results = await service.trials.label(name, args)
         else:
@@ -312,6 +341,15 @@ async def _change(
                 idem=r.idem,
             )
             answer = JobPublic(**doc).model_dump()
+        elif r.op.endswith("_challenger"):
+            ch = service.challengers
+            if r.op == "attach_challenger":
+                await ch.attach(name, body["name"], body["learner"], r.idem)
+            elif r.op == "promote_challenger":
+                await ch.promote(name, body["challenger"], r.idem)
+            else:
+                await ch.retire(name, body["challenger"], r.idem)
+            answer = ChallengersPublic(**await ch.read(name)).model_dump()
         else:
             if r.op == "rollback":
                 await service.rollback(name, body["version"], r.idem)

@@ -27,6 +27,7 @@ from app.http.permissions import WRITE, access
 from app.http.routers.common import answer, body, check_name, idempotency
 from app.http.schemas import BatchPublic, LabelPublic, LearnPublic, PredictPublic
 from app.service.trial_calls import NOT_ASKED, Judgement, TrialCalls
+from models.explain import TOP_DEFAULT
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["trials"])
 # what a key's rate limit runs with a call's item count, before the items are applied
@@ -102,6 +103,8 @@ class PredictInputsCreate(TypedDict):
     track: NotRequired[
         Annotated[StrictBool, Field(True, description="false: only predict, expect no label")]
     ]
+    explain: NotRequired[bodies.Explain]
+    explain_top: NotRequired[bodies.ExplainTop]
 
 
 @with_config(
@@ -205,6 +208,17 @@ def _with_inputs(raw: bytes, batch: bool = False) -> bool:
     return isinstance(items, list) and any(isinstance(i, dict) and "inputs" in i for i in items)
 
 
+def _explain(b: Mapping[str, Any]) -> int:
+    """How many inputs per label a predict ``b`` asks explained: 0 for none."""
+    return int(b.get("explain_top", TOP_DEFAULT)) if b.get("explain", False) else 0
+
+
+def _explains(items: Sequence[Mapping[str, Any]]) -> list[int] | None:
+    """:func:`_explain` of each item of a batch; None when none asks."""
+    tops = [_explain(i) for i in items]
+    return tops if any(tops) else None
+
+
 def _track(top: bool | None, items: Sequence[Mapping[str, Any]]) -> bool:
     """A batch's ``track``: its own, else its items' (all alike)."""
     tracks = {i.get("track", True) for i in items} if top is None else {top}
@@ -226,12 +240,13 @@ async def predict_one(
             _instance(f.get("instance") or {}),
             f.get("trial_id"),
             track=f.get("track", True),
+            explain=_explain(f),
         )
         return _one([got])
     b = _read(raw, PREDICT, _PREDICT_FIELDS)
     await _limit(calls, 1, admit)
     got = await calls.predict_one(
-        name, b["instance"], b.get("trial_id"), track=b.get("track", True)
+        name, b["instance"], b.get("trial_id"), track=b.get("track", True), explain=_explain(b)
     )
     return _one([got])
 
@@ -272,12 +287,13 @@ async def predict_many(
             )
             for i in f["items"]
         ]
-        return _many(await calls.predict_inputs_many(name, asked, track=track))
+        explain = _explains(f["items"])
+        return _many(await calls.predict_inputs_many(name, asked, track=track, explain=explain))
     b = _read_batch(raw, PREDICT_BATCH, _PREDICT_FIELDS, _PREDICT_BATCH_TOP, most)
     await _limit(calls, len(b["items"]), admit)
     track = _track(b.get("track"), b["items"])
     items = [(i["instance"], i.get("trial_id")) for i in b["items"]]
-    return _many(await calls.predict(name, items, track=track))
+    return _many(await calls.predict(name, items, track=track, explain=_explains(b["items"])))
 
 
 async def label_many(
@@ -337,6 +353,10 @@ async def predict(name: NameParam, request: Request) -> Response:
     With ``inputs``, the service asks the model's experts that have an endpoint for their
     votes itself, waits at most the model's ``deadline_ms``, and answers which experts
     abstained (docs/fanout.rst).
+
+    With ``explain``, the answer's ``explanation`` gives each input's part of each label's
+    score, for the learner kinds whose scores are sums over their inputs; other kinds are
+    refused with a 422 naming the kind (docs/using.rst, Explanations).
     """
     return await _serve(request, "predict")
 

@@ -211,7 +211,10 @@
     const last = curve.length ? curve[curve.length - 1] : [0, 0];
     // the x axis ends at the last trial, so the curve always spans the chart
     const xs = { top: Math.max(last[0], 1), step: ticks(last[0], 5).step };
-    const ys = ticks(Math.max(...curve.map((p) => p[1]), backtestTop(card, curve), 1), 4);
+    const ys = ticks(
+      Math.max(...curve.map((p) => p[1]), backtestTop(card, curve), challengersTop(card, curve), 1),
+      4,
+    );
     const x = (t) => left + (pw * t) / xs.top;
     const y = (m) => top + ph - (ph * m) / ys.top;
     card.scale = { x, y, curve, xs };
@@ -241,6 +244,7 @@
     svg("path", { class: "area", d: `M${x(0)},${base}L${points.join("L")}L${x(last[0])},${base}Z` }, el);
     svg("polyline", { class: "line", points: points.join(" ") }, el);
     drawBacktest(card, el, x, y, xs);
+    drawChallengers(card, el, x, y, xs);
     // the model's changes (experts, labels, features, imported states) where they happened
     const marks = changes.filter((c) => c.version <= xs.top);
     for (const c of marks) {
@@ -286,6 +290,34 @@
         `trials after ${int(from)} (the model: ${int(result.model.mistakes)})`;
     });
     el.dataset.candidates = String(shown.length);
+  }
+
+  // a challenger's point: [trials since it was attached, its mistakes, the live learner's]
+  function challengerPoints(curve, c) {
+    const offset = liveAt(curve, c.attached);
+    return [[0, 0, 0], ...c.curve].map(([t, m]) => [c.attached + t, m + offset]);
+  }
+
+  function challengersTop(card, curve) {
+    const shown = card.challengers?.challengers || [];
+    return Math.max(0, ...shown.map((c) => c.mistakes + liveAt(curve, c.attached)));
+  }
+
+  // the shadow challengers beside the live curve, dashed: each counts its mistakes on the
+  // trials after it was attached, so it starts where the live curve was then
+  function drawChallengers(card, el, x, y, xs) {
+    const shown = card.challengers?.challengers || [];
+    el.dataset.challengers = String(shown.length);
+    shown.forEach((c, i) => {
+      const points = challengerPoints(card.scale.curve, c)
+        .filter(([t]) => t <= xs.top)
+        .map(([t, m]) => `${x(t).toFixed(1)},${y(m).toFixed(1)}`);
+      const g = svg("g", { class: `challenger c${i % 4}`, "data-name": c.name, "data-mistakes": c.mistakes }, el);
+      svg("polyline", { points: points.join(" ") }, g);
+      svg("title", {}, g).textContent =
+        `challenger ${c.name}: ${describe(c.learner)}, ${int(c.mistakes)} mistakes in ` +
+        `${int(c.trials)} trials since ${int(c.attached)} (the model: ${int(c.live_mistakes)})`;
+    });
   }
 
   function setupHover(card) {
@@ -561,6 +593,8 @@
           card.fetched = Date.now();
           await readBacktest(card, name, secret);
           if (mine !== session) return;
+          card.challengers = await readChallengers(name, secret);
+          if (mine !== session) return;
           renderStats(card, s);
         } catch (e) {
           if (e.status !== 404) throw e; // deleted since the listing: gone next poll
@@ -581,6 +615,16 @@
     } catch (e) {
       if (e.status !== 404) throw e;
       card.backtest = null;
+    }
+  }
+
+  // the model's shadow challengers (null where the API has none to show)
+  async function readChallengers(name, secret) {
+    try {
+      return await getJSON(`v1/models/${encodeURIComponent(name)}/challengers`, secret);
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      return null;
     }
   }
 

@@ -340,6 +340,83 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models/{name}/challengers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Challengers
+         * @description Each challenger's trials, mistakes, error rate and mistake curve beside the
+         *     model's learner's on the same trials (the prediction served, for a labelled one),
+         *     at the model's latest version: the same on every worker.
+         */
+        get: operations["challengers_v1_models__name__challengers_get"];
+        put?: never;
+        /**
+         * Attach
+         * @description Attach a learner as a shadow challenger: from the entry this writes in the model's
+         *     log on, every worker feeds it every trial the model learns, in log order. It
+         *     predicts each trial before learning it and is judged on the same label as the
+         *     model's learner, whose mistakes on the same trials are counted beside its own; it
+         *     never answers a client. Answers the model's challengers. 422 naming the field for a
+         *     name taken, a learner the model's input cannot feed, or one beyond
+         *     ``max_challengers`` or ``max_learner_bytes`` (counted with the model's learner and
+         *     its other challengers). With an ``Idempotency-Key``, a retry attaches it once.
+         */
+        post: operations["attach_v1_models__name__challengers_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/challengers/{challenger}/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Promote
+         * @description Make the challenger, as it is at the entry this writes in the model's log, the
+         *     model's learner; the learner it replaces is gone, and a rollback to a version
+         *     before brings both back as they were. 404 for a challenger the model does not have.
+         *     With an ``Idempotency-Key``, a retry promotes it once.
+         */
+        post: operations["promote_v1_models__name__challengers__challenger__promote_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{name}/challengers/{challenger}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Retire
+         * @description Retire the challenger: it no longer follows the model. 404 for a challenger the
+         *     model does not have. With an ``Idempotency-Key``, a retry retires it once.
+         */
+        delete: operations["retire_v1_models__name__challengers__challenger__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models/{name}/predict": {
         parameters: {
             query?: never;
@@ -356,6 +433,10 @@ export interface paths {
          *     With ``inputs``, the service asks the model's experts that have an endpoint for their
          *     votes itself, waits at most the model's ``deadline_ms``, and answers which experts
          *     abstained (docs/fanout.rst).
+         *
+         *     With ``explain``, the answer's ``explanation`` gives each input's part of each label's
+         *     score, for the learner kinds whose scores are sums over their inputs; other kinds are
+         *     refused with a 422 naming the kind (docs/using.rst, Explanations).
          */
         post: operations["predict_v1_models__name__predict_post"];
         delete?: never;
@@ -811,12 +892,120 @@ export interface components {
             /** Items */
             items: components["schemas"]["BatchItem_PredictPublic_"][];
         };
+        /**
+         * ChallengerCreate
+         * @description A learner to attach as a shadow challenger of the model.
+         * @example {
+         *       "learner": {
+         *         "kind": "vr-combine"
+         *       },
+         *       "name": "vr"
+         *     }
+         */
+        ChallengerCreate: {
+            /**
+             * Name
+             * @description the challenger's name
+             * @example vr
+             */
+            name: string;
+            /**
+             * Learner
+             * @description a learner spec (see GET /v1/learners)
+             */
+            learner: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * ChallengerPublic
+         * @description A challenger and its figures, beside the model's learner's on the same trials.
+         */
+        ChallengerPublic: {
+            /** Name */
+            name: string;
+            /** Learner */
+            learner: {
+                [key: string]: unknown;
+            };
+            /**
+             * Attached
+             * @description the log version it was attached at
+             */
+            attached: number;
+            /**
+             * Trials
+             * @description the trials it was judged on since
+             */
+            trials: number;
+            /** Mistakes */
+            mistakes: number;
+            /**
+             * Error Rate
+             * @description mistakes / trials (null before a trial)
+             */
+            error_rate: number | null;
+            /**
+             * Live Mistakes
+             * @description the model's learner's mistakes on the same trials (by the prediction served, for a labelled one)
+             */
+            live_mistakes: number;
+            /** Live Error Rate */
+            live_error_rate: number | null;
+            /**
+             * Live Log Mistakes
+             * @description the model's learner's mistakes on the same trials judged as the challenger is: by its prediction as the trial enters the log
+             */
+            live_log_mistakes: number;
+            /**
+             * Skipped
+             * @description trials its learner could not learn (a fault of its own)
+             */
+            skipped: number;
+            /**
+             * Curve
+             * @description [trials, mistakes, live_mistakes] at evenly spaced trials (at most 256)
+             */
+            curve: number[][];
+        };
+        /**
+         * ChallengersPublic
+         * @description A model's challengers at its latest version.
+         */
+        ChallengersPublic: {
+            /** Model */
+            model: string;
+            /** Version */
+            version: number;
+            /**
+             * Learner
+             * @description the model's learner
+             */
+            learner: {
+                [key: string]: unknown;
+            };
+            /** Challengers */
+            challengers: components["schemas"]["ChallengerPublic"][];
+        };
         /** ChangePublic */
         ChangePublic: {
             /** Version */
             version: number;
             /** What */
             what: string;
+        };
+        /** ContributionPublic */
+        ContributionPublic: {
+            /**
+             * Input
+             * @description the input: feature:<name>, hash:<i>, expert:<name>, ...
+             */
+            input: string;
+            /**
+             * Value
+             * @description its part of the label's score
+             */
+            value: number;
         };
         /** Counters */
         Counters: {
@@ -950,6 +1139,21 @@ export interface components {
                     [key: string]: unknown;
                 };
             } | null;
+        };
+        /**
+         * ExplanationPublic
+         * @description Each input's part of each label's score (docs/using.rst, Explanations).
+         */
+        ExplanationPublic: {
+            /**
+             * Kind
+             * @description the learner kind explained
+             */
+            kind: string;
+            /** Labels */
+            labels: {
+                [key: string]: components["schemas"]["LabelExplanationPublic"];
+            };
         };
         /**
          * FeaturesChange
@@ -1203,6 +1407,27 @@ export interface components {
         KeysPublic: {
             /** Keys */
             keys: components["schemas"]["KeyPublic"][];
+        };
+        /**
+         * LabelExplanationPublic
+         * @description One label's score as constant + the listed contributions + rest.
+         */
+        LabelExplanationPublic: {
+            /**
+             * Constant
+             * @description the part of no input: a threshold, a bias
+             */
+            constant: number;
+            /**
+             * Contributions
+             * @description the explain_top inputs of largest part, by absolute value
+             */
+            contributions: components["schemas"]["ContributionPublic"][];
+            /**
+             * Rest
+             * @description the sum of the other inputs' parts
+             */
+            rest: number;
         };
         /** LabelPublic */
         LabelPublic: {
@@ -1476,6 +1701,8 @@ export interface components {
              * @description with inputs: the experts that gave no vote (late, failed or malformed answers, and experts neither asked nor posted)
              */
             abstained?: string[] | null;
+            /** @description with explain: each input's part of each label's score; null for a retried trial answered as first served by an earlier version */
+            explanation?: components["schemas"]["ExplanationPublic"] | null;
         };
         /** Rollback */
         Rollback: {
@@ -1702,6 +1929,18 @@ export interface components {
              * @default true
              */
             track?: boolean;
+            /**
+             * Explain
+             * @description true: answer each input's part of each label's score
+             * @default false
+             */
+            explain?: boolean;
+            /**
+             * Explain Top
+             * @description with explain: the inputs listed per label, largest parts first
+             * @default 10
+             */
+            explain_top?: number;
         };
         /**
          * PredictInputsCreate
@@ -1749,6 +1988,18 @@ export interface components {
              * @default true
              */
             track?: boolean;
+            /**
+             * Explain
+             * @description true: answer each input's part of each label's score
+             * @default false
+             */
+            explain?: boolean;
+            /**
+             * Explain Top
+             * @description with explain: the inputs listed per label, largest parts first
+             * @default 10
+             */
+            explain_top?: number;
         };
         /**
          * LabelCreate
@@ -4836,6 +5087,495 @@ export interface operations {
             };
         };
     };
+    challengers_v1_models__name__challengers_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChallengersPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name does not match its pattern */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    attach_v1_models__name__challengers_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description a retry with the same key gets the first answer; the same key with another request is a 409 */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChallengerCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChallengersPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the model kept changing meanwhile; or the Idempotency-Key came before with another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than max_body_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json, or has a Content-Encoding */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name is taken or malformed, or a learner the model's input cannot feed, or beyond max_challengers or max_learner_bytes */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    promote_v1_models__name__challengers__challenger__promote_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description a retry with the same key gets the first answer; the same key with another request is a 409 */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description the model's name */
+                name: string;
+                /** @description a challenger's name */
+                challenger: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChallengersPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or no challenger of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the model kept changing meanwhile; or the Idempotency-Key came before with another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json, or has a Content-Encoding */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name does not match its pattern */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    retire_v1_models__name__challengers__challenger__delete: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description a retry with the same key gets the first answer; the same key with another request is a 409 */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description the model's name */
+                name: string;
+                /** @description a challenger's name */
+                challenger: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or no challenger of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the model kept changing meanwhile; or the Idempotency-Key came before with another request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name does not match its pattern */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
     predict_v1_models__name__predict_post: {
         parameters: {
             query?: never;
@@ -4924,7 +5664,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description the body or name does not fit the schema or the model */
+            /** @description the body or name does not fit the schema or the model, or explain asks it of a learner kind that cannot be explained (the message names the kind) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5326,7 +6066,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description the body or name does not fit the schema or the model */
+            /** @description the body or name does not fit the schema or the model, or explain asks it of a learner kind that cannot be explained (the message names the kind) */
             422: {
                 headers: {
                     [name: string]: unknown;
