@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.core.collector import collect_less
 from app.core.logs import log_format
 from app.core.settings import Settings
 from app.http.error_status import item_error
@@ -43,6 +44,7 @@ OPTIONS = (
     "consume_max_in_flight",
     "consume_max_message_bytes",
     "consume_claim_idle_ms",
+    "consume_max_deliveries",
     "log_level",
 )
 
@@ -71,6 +73,9 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--consume-claim-idle-ms", type=int, help="[COMMITTEE_CONSUME_CLAIM_IDLE_MS, 30000]"
+    )
+    p.add_argument(
+        "--consume-max-deliveries", type=int, help="[COMMITTEE_CONSUME_MAX_DELIVERIES, 10]"
     )
     p.add_argument(
         "--log-level",
@@ -122,6 +127,7 @@ async def _consume(settings: Settings, spec: Any, secret: str | None) -> int:
     access = KeyAccess(
         Auth(AuthStore(clients, settings.key_prefix, settings.audit_max), settings), secret
     )
+    collect_less(settings.gc_threshold)  # as a server worker collects
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

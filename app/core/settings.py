@@ -211,6 +211,13 @@ class Settings(BaseSettings):
     consume_reply_maxlen: int = Field(
         default=1_000_000, ge=1, description="entries a Redis reply or dead-letter stream keeps"
     )
+    consume_max_deliveries: int = Field(
+        default=10,
+        ge=1,
+        le=10_000,
+        description="deliveries of one message at most: one delivered more often is "
+        "dead-lettered, not applied",
+    )
     # -- security: see docs/security.rst ---------------------------------------------
     admin_key: str | None = Field(
         default=None,

@@ -571,7 +571,8 @@ class TrialCalls:
 
     async def learn_groups(self, name: str, requests: Sequence[LearnRequest]) -> list[list[Result]]:
         """Several learn requests in one script call, in order; a request with an
-        idempotency key is appended at most once (its retries get the first answer)."""
+        idempotency key is appended at most once (its retries get the first answer,
+        the answers of all the requests appended now being kept in one more call)."""
 
         for attempt in range(ATTEMPTS):
             m = await self.replicas.live(name)
@@ -584,18 +585,14 @@ class TrialCalls:
                     break
             if not any(todos) and all(idem is None for idem, _ in requests):
                 return outs
-            compact = self.settings.compact_votes
-            groups = [
-                LearnGroup(
-                    list(
-                        zip(
-                            encode_instances([x for _, x, _ in todo], compact),
-                            [y for _, _, y in todo],
-                            strict=True,
-                        )
-                    ),
-                    idem,
+            # the instances of all the requests encoded together, then cut apart
+            encoded = iter(
+                encode_instances(
+                    [x for todo in todos for _, x, _ in todo], self.settings.compact_votes
                 )
+            )
+            groups = [
+                LearnGroup([(next(encoded), y) for _, _, y in todo], idem)
                 for (idem, _), todo in zip(requests, todos, strict=True)
             ]
             try:
@@ -622,8 +619,13 @@ class TrialCalls:
         m = await self.replicas.catch_up(m, sync, own=own)
         if own:
             self.replicas.snapshot_due(m, own[0][0], own[-1][0] + len(own[-1][1]) - 1)
+        kept: list[tuple[Idempotency, bytes]] = []
         for (idem, _), out, todo, r in zip(requests, outs, todos, results, strict=True):
-            await self._learned(m, idem, out, todo, r)
+            answer = await self._learned(m, idem, out, todo, r)
+            if idem is not None and answer is not None:
+                kept.append((idem, answer))
+        if kept:  # for the requests' retries, all in one script call
+            await self.store.trials.keep_answers(name, kept)
         return outs
 
     def _learn_items(
@@ -658,18 +660,19 @@ class TrialCalls:
         out: list[Result],
         todo: list[tuple[int, Attributes | Experts, int]],
         r: LearnResult,
-    ) -> None:
-        """Fill ``out`` with the answers to one learn request."""
+    ) -> bytes | None:
+        """Fill ``out`` with the answers to one learn request; the answer to keep for its
+        retries when it was appended now (None otherwise)."""
         if r.status == "mismatch":
             for i, _, _ in todo:
                 out[i] = Conflict("Idempotency-Key was used before with another request")
-            return
+            return None
         kept: list[Any] | None = None
         if r.status == "repeat":
             if r.incarnation != m.incarnation:
                 for i, _, _ in todo:
                     out[i] = Conflict(_EARLIER)
-                return
+                return None
             if r.answer:
                 kept = orjson.loads(r.answer)
             else:  # the first request's worker has not kept its answer (yet)
@@ -700,5 +703,4 @@ class TrialCalls:
                 continue
             outcomes.append((p, u))
             out[i] = self._judged(m, p, y, u)
-        if idem is not None and r.status == "ok":
-            await self.store.keep_answer(m.name, idem, orjson.dumps(outcomes))
+        return orjson.dumps(outcomes) if idem is not None and r.status == "ok" else None

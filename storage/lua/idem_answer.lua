@@ -1,7 +1,16 @@
 -- prelude: none
--- IDEM_ANSWER: keep the answer of the request an idempotency record is for.
--- KEYS: 1 an idempotency record; ARGV: 1 body hash, 2 the first request's answer
--- Reply: {'ok'} if kept, {'gone'} if the record expired or is another request's
-if redis.call('HGET', KEYS[1], 'h') ~= ARGV[1] then return {'gone'} end
-redis.call('HSET', KEYS[1], 'r', ARGV[2])
+-- IDEM_ANSWER: keep the answers of the requests idempotency records are for.
+-- KEYS: the idempotency records; ARGV: for each record in order, the body hash of its
+-- request then that request's first answer
+-- Reply: {'ok'} if every answer was kept, {'gone'} if a record expired or is another
+-- request's (the others are kept)
+local gone = false
+for i = 1, #KEYS do
+  if redis.call('HGET', KEYS[i], 'h') == ARGV[2 * i - 1] then
+    redis.call('HSET', KEYS[i], 'r', ARGV[2 * i])
+  else
+    gone = true
+  end
+end
+if gone then return {'gone'} end
 return {'ok'}

@@ -226,8 +226,14 @@ class Trials:
 
     async def keep_answer(self, name: str, idem: Idempotency, answer: bytes) -> None:
         """Keep the answer to the request that used ``idem`` first, for its retries."""
-        key = self.calls.keys(name).idem(idem.key)
-        await self.calls.run("IDEM_ANSWER", name, [key], [idem.digest, answer])
+        await self.keep_answers(name, [(idem, answer)])
+
+    async def keep_answers(self, name: str, kept: Sequence[tuple[Idempotency, bytes]]) -> None:
+        """:meth:`keep_answer` of each (idempotency, answer), in one script call."""
+        k = self.calls.keys(name)
+        keys = [k.idem(idem.key) for idem, _ in kept]
+        args = [v for idem, answer in kept for v in (idem.digest, answer)]
+        await self.calls.run("IDEM_ANSWER", name, keys, args)
 
     async def learn_outcomes(
         self, name: str, idem: Idempotency, seqs: Sequence[int]

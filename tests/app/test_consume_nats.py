@@ -183,6 +183,43 @@ def test_malformed_and_out_of_scope_messages_are_dead_lettered_and_the_rest_flow
     asyncio.run(go())
 
 
+def test_a_message_delivered_too_often_is_dead_lettered_not_applied(
+    redis_url: str, redis_prefix: str, nats_url: str
+) -> None:
+    """A consumer takes the message and lets its ack wait pass, twice; delivered the
+    third time, more than ``consume_max_deliveries``, it is dead-lettered with the count
+    and terminated (the durable consumer offers it no more), the message beside it
+    applied."""
+
+    async def go() -> None:
+        s = Service(redis_url, redis_prefix, consume_claim_idle_ms=300, consume_max_deliveries=2)
+        await s.create("m")
+        nc, js = await prepared(nats_url)
+        await js.publish(f"{SUBJECT}.m.learn", learn_body(0))
+        c = s.consumer(source(nats_url))
+        await c.source.open()
+        assert (await js.consumer_info("TRIALS", "committee")).config.max_deliver == 3
+        for n in (1, 2):  # ... each time held past its ack wait
+            got = await until(lambda: c.source.fetch(10))
+            assert [(d.id, d.deliveries) for d in got] == [("1", n)]
+        await c.source.close()
+        await js.publish(f"{SUBJECT}.m.learn", learn_body(1))
+        async with s.running(source(nats_url)):
+            letters = await until(lambda: _count(dead(js), 1))
+            await until(lambda: _count(answers(js), 1))
+        assert letters[0]["Committee-Id"] == "1"
+        assert letters[0]["Committee-Reason"] == (
+            "deliveries: delivered 3 times: at most 2 (consume_max_deliveries)"
+        )
+        assert [a["seq"] for a in await answers(js)] == ["2"]
+        assert await s.logged("m") == {1: 1}
+        await until(lambda: _zero(pending(js)))
+        await nc.close()
+        await s.close()
+
+    asyncio.run(go())
+
+
 def test_consumers_killed_mid_load_leave_every_trial_in_the_log_exactly_once(
     redis_url: str, redis_prefix: str, nats_url: str, tmp_path: Path
 ) -> None:

@@ -167,6 +167,39 @@ def test_malformed_messages_are_dead_lettered_with_their_reason_and_the_rest_flo
     run(go())
 
 
+def test_a_message_delivered_too_often_is_dead_lettered_not_applied(
+    redis_url: str, redis_prefix: str, stream: str, r: redis.Redis
+) -> None:
+    """Each consumer that takes the message dies holding it (read again by its
+    successor of the same name, claimed by another); delivered more than
+    ``consume_max_deliveries`` times, it goes to the dead letters with the count, and the
+    message beside it is applied."""
+
+    async def go() -> None:
+        s = Service(redis_url, redis_prefix, consume_max_deliveries=3, consume_claim_idle_ms=100)
+        await s.create("m")
+        poison = r.xadd(stream, {"model": "m", "op": "learn", "body": learn_body(0)}).decode()
+        for n, name in ((1, "c1"), (2, "c1"), (3, "c2")):  # c1 new, c1 again, claimed by c2
+            c = s.consumer(f"redis:#stream={stream},consumer={name}")
+            await c.source.open()
+            await asyncio.sleep(0.15)  # (idle long enough to be claimed)
+            got = await c.source.fetch(10)
+            assert [(d.id, d.deliveries) for d in got] == [(poison, n)]
+        r.xadd(stream, {"model": "m", "op": "learn", "body": learn_body(1)})
+        async with s.running(f"redis:#stream={stream},consumer=c2"):
+            await until(lambda: len(dead(r, stream)) == 1 and len(answers(r, stream)) == 1)
+        letter = dead(r, stream)[0]
+        assert letter["id"] == poison and letter["model"] == "m"
+        assert letter["reason"] == (
+            "deliveries: delivered 4 times: at most 3 (consume_max_deliveries)"
+        )
+        assert pending(r, stream) == 0
+        assert await s.logged("m") == {1: 1}
+        await s.close()
+
+    run(go())
+
+
 def test_the_consumer_acts_with_its_keys_scope_and_tenancy(
     redis_url: str, redis_prefix: str, stream: str, r: redis.Redis
 ) -> None:

@@ -10,9 +10,11 @@ Then the batch is settled at its source (:class:`Settlement`): each answer (a
 prediction, a judged label or learn, or the error the REST call would have answered) is
 published to the reply stream, each malformed message to the dead-letter stream with its
 reason, and only then are they acknowledged. A message whose call found Redis
-unavailable is not acknowledged: it is delivered again. A process killed at any point
+unavailable is not acknowledged: it is tried again. A process killed at any point
 leaves its unacknowledged messages to be delivered again, and the calls give a
-redelivered message the first answer (see :mod:`app.service.consume.messages`).
+redelivered message the first answer (see :mod:`app.service.consume.messages`); a
+message delivered more than ``consume_max_deliveries`` times (one that fails whoever
+takes it, or stops the process that does) is dead-lettered instead of tried again.
 
 The consumer acts with the scopes and tenancy of its API key (:class:`KeyAccess`): a
 message for a model outside the key's models is dead-lettered, not applied; the key's
@@ -243,7 +245,12 @@ class Consumer:
         """Read, check and apply ``batch``: what becomes of each message."""
         out = Settlement()
         calls: list[Call] = []
+        most = self.settings.consume_max_deliveries
         for d in batch:
+            if d.deliveries > most:  # failed every time so far: not tried again
+                why = f"delivered {d.deliveries} times: at most {most} (consume_max_deliveries)"
+                out.dead.append((d, f"deliveries: {why}"))
+                continue
             try:
                 call = read(d, self.settings)
             except BadInput as e:

@@ -49,8 +49,9 @@ _EXACT_FLOATS = 2**53  # the integers a float holds exactly (a label 2.0 is 2)
 class Delivery:
     """One delivery of a message: ``id`` is its place in the source's stream (the same
     on every delivery), ``key`` the idempotency key of a learn (the message's own, or
-    one made from ``id``), ``handle`` what the source acknowledges it by. ``model``,
-    ``op`` and ``body`` are None when the message lacks them."""
+    one made from ``id``), ``handle`` what the source acknowledges it by, ``deliveries``
+    how often the broker has delivered it, this time included. ``model``, ``op`` and
+    ``body`` are None when the message lacks them."""
 
     id: str
     model: str | None
@@ -58,6 +59,7 @@ class Delivery:
     body: bytes | None
     key: str
     handle: Any = None
+    deliveries: int = 1
 
 
 @dataclass(slots=True)

@@ -14,7 +14,10 @@ A batch is settled by publishing its answers (header ``Committee-Id``, the messa
 sequence) and dead letters (the message's payload, headers ``Committee-Reason``,
 ``Committee-Id`` and ``Committee-Subject``), flushing them to the server, then
 acknowledging the answered messages and terminating the dead ones (no redelivery);
-a message to try again is nak'd with a delay.
+a message to try again is nak'd with a delay that doubles with each delivery (up to a
+minute). A message's deliveries are in its metadata: one delivered more than
+``consume_max_deliveries`` times is dead-lettered, and the durable consumer is made
+with ``max_deliver`` one more, so that the server offers it that last time and no more.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = ["NatsJetStream", "NatsOptions"]
 
 FETCH_SECONDS = 1.0  # the longest a fetch waits for messages
 NAK_DELAY = 1.0  # seconds before a message nak'd (Redis was unavailable) comes again
+NAK_MOST = 60.0  # ... at most, the delay doubling with each delivery
 MAX_ACK_PENDING = 100_000  # unacknowledged messages of the durable consumer, all processes
 
 
@@ -87,6 +91,7 @@ class NatsJetStream:
             ack_policy=AckPolicy.EXPLICIT,
             ack_wait=self.settings.consume_claim_idle_ms / 1000,
             max_ack_pending=MAX_ACK_PENDING,
+            max_deliver=self.settings.consume_max_deliveries + 1,
         )
         self._sub = await js.pull_subscribe(
             f"{o.subject}.>", durable=o.durable, stream=o.stream, config=config
@@ -102,7 +107,8 @@ class NatsJetStream:
 
     def _delivery(self, m: Msg) -> Delivery:
         o = self.options
-        seq = m.metadata.sequence.stream
+        meta = m.metadata
+        seq = meta.sequence.stream
         rest = m.subject.removeprefix(o.subject + ".")
         model, _, op = rest.rpartition(".")
         key = (m.headers or {}).get("Idempotency-Key")
@@ -113,6 +119,7 @@ class NatsJetStream:
             m.data,
             f"{self._origin}/{seq}" if key is None else key,
             m,
+            meta.num_delivered or 1,
         )
 
     async def settle(self, s: Settlement) -> None:
@@ -135,7 +142,7 @@ class NatsJetStream:
         for d, _ in s.dead:
             await _handle(d).term()
         for d in s.again:
-            await _handle(d).nak(delay=NAK_DELAY)
+            await _handle(d).nak(delay=min(NAK_DELAY * 2 ** (d.deliveries - 1), NAK_MOST))
         await nc.flush()
 
     async def close(self) -> None:

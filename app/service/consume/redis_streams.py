@@ -8,11 +8,17 @@ Each consumer process is one consumer of the group, reading new entries with
 ``XREADGROUP ... BLOCK``. On start it reads its own pending entries again (those a
 process of the same consumer name had read before it was killed), and every while it
 claims entries idle longer than ``consume_claim_idle_ms`` from any consumer of the group
-(``XAUTOCLAIM``): those of a consumer that died. A batch is settled in one transaction:
-its answers added to the reply stream (``XADD <reply> MAXLEN ~ consume_reply_maxlen *
-id <entry id> answer <JSON>``), its dead letters to the dead-letter stream (``id``,
-``reason`` and the entry's fields), and all of them acknowledged (``XACK``): each
-delivery's answer is published exactly when the delivery is acknowledged.
+(``XAUTOCLAIM``): those of a consumer that died. An entry read again or claimed has its
+delivery count read (``XPENDING``): one delivered more than ``consume_max_deliveries``
+times is dead-lettered. Entries to try again (their call found Redis unavailable) stay
+with this process, which reads them again first without a new delivery.
+
+A batch is settled in one transaction, one round trip: its answers added to the reply
+stream (``XADD <reply> MAXLEN ~ consume_reply_maxlen * id <entry id> answer <JSON>``),
+its dead letters to the dead-letter stream (``id``, ``reason`` and the entry's fields),
+and all of them acknowledged (``XACK``): each delivery's answer is published exactly
+when the delivery is acknowledged. (On a Redis Cluster, where the streams may live on
+several nodes, the same commands are pipelined without a transaction.)
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from app.service.consume.consumer import Settlement
 from app.service.consume.messages import Delivery
 from storage.client import Clients
 from storage.errors import StorageError, redis_errors
+from storage.resp import Connection, ReplyError
+from storage.topology import ClusterConnection
 
 __all__ = ["RedisStreams", "RedisStreamsOptions"]
 
@@ -54,9 +62,11 @@ class RedisStreams:
         self.settings = settings
         self.name = f"redis stream {options.stream!r} (group {options.group!r})"
         self._own_pending = True  # read this consumer's pending entries first
+        self._pending_from = "0"  # ... after this id
         self._claim_at = 0.0  # monotonic time of the next XAUTOCLAIM
         self._cursor = "0-0"
         self._again: list[Delivery] = []  # not acknowledged here: read again first
+        self._held: set[str] = set()  # ids read and not yet acknowledged, again included
 
     async def open(self) -> None:
         o = self.options
@@ -72,16 +82,15 @@ class RedisStreams:
         if self._again:
             out, self._again = self._again[:most], self._again[most:]
             return out
-        if self._own_pending:
-            got = await self._read("0", most, None)
-            if got:
-                return got
-            self._own_pending = False
-        if time.monotonic() >= self._claim_at:
+        got: list[Delivery] = []
+        while self._own_pending and not got:
+            got = await self._read(self._pending_from, most, None)
+        if not got and time.monotonic() >= self._claim_at:
             got = await self._claim(most)
-            if got:
-                return got
-        return await self._read(">", most, BLOCK_MS)
+        if not got:
+            got = await self._read(">", most, BLOCK_MS)
+        self._held.update(d.id for d in got)
+        return got
 
     async def _read(self, start: str, most: int, block: int | None) -> list[Delivery]:
         o = self.options
@@ -89,11 +98,25 @@ class RedisStreams:
             reply: Any = await self.redis.xreadgroup(
                 o.group, o.consumer, {o.stream: start}, count=most, block=block
             )
-        if not reply:
+        entries: list[Any] = []
+        if reply:
+            entries = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))[0]
+        if start == ">":
+            return [self._delivery(i, f) for i, f in entries]
+        # this consumer's own pending entries, from after the last one read (those before
+        # are in flight): delivered before
+        if not entries:
+            self._own_pending = False
             return []
-        entries = reply[0][1] if isinstance(reply, list) else next(iter(reply.values()))[0]
-        # an own pending entry trimmed from the stream since comes with no fields
-        return [self._delivery(i, f) for i, f in entries if f]
+        self._pending_from = entries[-1][0].decode()
+        out = [self._delivery(i, f) for i, f in entries if f]
+        gone = [i for i, f in entries if not f]  # trimmed from the stream since: nothing to do
+        if gone:
+            async with redis_errors():
+                await self.redis.xack(o.stream, o.group, *gone)
+        if out:
+            await self._count(out)
+        return out
 
     async def _claim(self, most: int) -> list[Delivery]:
         """Entries idle longer than ``consume_claim_idle_ms`` at any consumer (one that
@@ -109,7 +132,25 @@ class RedisStreams:
         self._cursor = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
         if self._cursor == "0-0":  # a whole pass done
             self._claim_at = time.monotonic() + idle / 4000
-        return [self._delivery(i, f) for i, f in entries if f]
+        # this consumer's own entries in flight, idle while their batch is applied, are
+        # not taken twice
+        out = [self._delivery(i, f) for i, f in entries if f and i.decode() not in self._held]
+        if out:
+            await self._count(out)
+        return out
+
+    async def _count(self, batch: list[Delivery]) -> None:
+        """Each of ``batch``'s deliveries so far (``XPENDING``), for entries delivered
+        before (read again or claimed, which counted this delivery): ids in order."""
+        o = self.options
+        most = len(batch) + self.settings.consume_max_in_flight  # with those in flight
+        async with redis_errors():
+            got: Any = await self.redis.xpending_range(
+                o.stream, o.group, batch[0].id, batch[-1].id, most, consumername=o.consumer
+            )
+        counts = {e["message_id"]: int(e["times_delivered"]) for e in got}
+        for d in batch:
+            d.deliveries = counts.get(d.id.encode(), 2)  # (at least the second)
 
     def _delivery(self, entry_id: bytes, fields: dict[bytes, bytes]) -> Delivery:
         i = entry_id.decode()
@@ -126,21 +167,48 @@ class RedisStreams:
     async def settle(self, s: Settlement) -> None:
         o = self.options
         most = self.settings.consume_reply_maxlen
-        ids = [d.id for d, _ in s.answers] + [d.id for d, _ in s.dead]
-        # one transaction, where the streams share a node (not across a cluster's slots)
-        pipe = self.redis.pipeline(transaction=self.clients.kind != "cluster")
-        for d, answer in s.answers:
-            pipe.xadd(o.reply, {"id": d.id, "answer": answer}, maxlen=most, approximate=True)
+        commands: list[tuple[Any, ...]] = [
+            ("XADD", o.reply, "MAXLEN", "~", most, "*", "id", d.id, "answer", answer)
+            for d, answer in s.answers
+        ]
         for d, reason in s.dead:
-            fields = {k: v for k, v in (d.handle or {}).items() if k not in (b"id", b"reason")}
-            pipe.xadd(
-                o.dead, {"id": d.id, "reason": reason, **fields}, maxlen=most, approximate=True
+            fields = [
+                v
+                for k, value in (d.handle or {}).items()
+                if k not in (b"id", b"reason")
+                for v in (k, value)
+            ]
+            commands.append(
+                ("XADD", o.dead, "MAXLEN", "~", most, "*", "id", d.id, "reason", reason, *fields)
             )
+        ids = [d.id for d, _ in s.answers] + [d.id for d, _ in s.dead]
         if ids:
-            pipe.xack(o.stream, o.group, *ids)
-        async with redis_errors():
-            await pipe.execute()
+            commands.append(("XACK", o.stream, o.group, *ids))
+        if commands:
+            await self._write(commands)
+        self._held.difference_update(ids)
         self._again += s.again
+
+    async def _write(self, commands: list[tuple[Any, ...]]) -> None:
+        """``commands`` in one transaction over the pipelined connection (one round
+        trip); on a cluster, whose streams may live on several nodes, pipelined alone."""
+        conn = self.clients.scripts
+        if isinstance(conn, ClusterConnection):
+            pipe = self.redis.pipeline(transaction=False)
+            for c in commands:
+                pipe.execute_command(*c)
+            async with redis_errors():
+                await pipe.execute()
+            return
+        framed = (("MULTI",), *commands, ("EXEC",))
+        if isinstance(conn, Connection):
+            replies = await conn.together(*framed)
+        else:
+            replies = await conn.together([self.options.stream], *framed)
+        done = replies[-1]
+        for r in (*replies, *(done if isinstance(done, list) else ())):
+            if isinstance(r, ReplyError):
+                raise r
 
     async def close(self) -> None:
         return None
