@@ -180,25 +180,32 @@ class Challenger:
         return c
 
 
-def export_model(learner: Learner, challengers: dict[str, Challenger]) -> dict[str, Any]:
-    """A snapshot's state: the learner's own while there are no challengers, else the
-    learner's and the challengers' together."""
+def export_model(
+    learner: Learner, challengers: dict[str, Challenger], monitors: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A snapshot's state: the learner's own while there are no challengers and no
+    monitors (:mod:`app.service.monitors`, given by their exported states), else the
+    learner's, the challengers' and the monitors' together."""
     state = learner.export_state()
-    if not challengers:
+    if not (challengers or monitors):
         return state
     return {
         "format": MODEL_STATE,
         "learner": state,
         "challengers": [c.export() for c in challengers.values()],
+        "monitors": monitors or {},
     }
 
 
-def read_model(doc: Any, learner: Learner, labels: list[Any], size: int) -> dict[str, Challenger]:
+def read_model(
+    doc: Any, learner: Learner, labels: list[Any], size: int
+) -> tuple[dict[str, Challenger], Any]:
     """Import a snapshot's state (:func:`export_model`) into ``learner``; its
-    challengers, by name (:class:`InvalidState` for a document that does not fit)."""
+    challengers, by name, and its monitors' states (None where it has none);
+    :class:`InvalidState` for a document that does not fit."""
     if not (isinstance(doc, dict) and doc.get("format") == MODEL_STATE):
         learner.import_state(doc)
-        return {}
+        return {}, None
     learner.import_state(doc.get("learner"))
     docs = doc.get("challengers")
     if not isinstance(docs, list):
@@ -209,4 +216,4 @@ def read_model(doc: Any, learner: Learner, labels: list[Any], size: int) -> dict
         if c.name in out:
             raise InvalidState(f"challenger {c.name!r} twice")
         out[c.name] = c
-    return out
+    return out, doc.get("monitors")

@@ -24,6 +24,7 @@ import orjson
 from app.core.errors import BadInput
 from app.service.budget import Limits, check_labels, check_learner
 from app.service.challenger import Challenger, export_model, read_model
+from app.service.monitors import Monitor, fresh_monitors, read_monitors
 from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.core.learner import CannotGrow, Learner, UpdateRefused
 from models.core.params import InvalidParameter
@@ -325,15 +326,16 @@ class LiveModel:
         self.limits = limits
         self.space, self.form, self.learner = build_model(config, limits)
         self.challengers: dict[str, Challenger] = {}
+        # what follows the judged trials beside the learner (app.service.monitors)
+        self.monitors: dict[str, Monitor] = fresh_monitors(self.space, self.form)
         names = (space or {}).get("challengers", [])
         try:
             if state is not None:
-                self.challengers = read_model(
-                    orjson.loads(state),
-                    self.learner,
-                    list(self.space.labels),
-                    self.space.size(self.form),
+                labels, size = list(self.space.labels), self.space.size(self.form)
+                self.challengers, monitors = read_model(
+                    orjson.loads(state), self.learner, labels, size
                 )
+                self.monitors = read_monitors(monitors, self.space, self.form)
             if list(self.challengers) != names:
                 raise InvalidState(f"challengers {list(self.challengers)}, its input names {names}")
         except (InvalidState, orjson.JSONDecodeError) as e:
@@ -552,6 +554,8 @@ class LiveModel:
             space, learner = self.changed_space(change, limited=False)
         except (BadInput, orjson.JSONDecodeError) as exc:
             return exc
+        for mon in self.monitors.values():
+            mon.grown(space)
         kept = np.arange(self.size)
         for c in list(self.challengers.values()):
             try:
@@ -694,6 +698,8 @@ class LiveModel:
         y = np.array(ys, dtype=np.int64)
         predicted = np.where(mistakes[:done], 1 - y, y).tolist()
         self._record_run(first, ys, predicted, updates[:done].astype(np.int64).tolist(), tag)
+        for mon in self.monitors.values():
+            mon.judged_run(first, [x for x, _ in todo[:done]], ys, predicted)
         self.version = first + done - 1 if done else self.version
         return int(done)
 
@@ -716,6 +722,8 @@ class LiveModel:
             predicted = served
         for c in self.challengers.values():
             c.judge(x, y, self.labels[y], predicted, own)
+        for mon in self.monitors.values():
+            mon.judged(seq, x, y, predicted, own)
         self.version = seq
         self._record(seq, y, predicted, outcome, trial_id)
 
@@ -796,8 +804,12 @@ class LiveModel:
         return orjson.dumps({"a": first, "e": out})
 
     def export(self) -> bytes:
-        """The state a snapshot keeps: the learner's, with the challengers' if any."""
-        return orjson.dumps(export_model(self.learner, self.challengers))
+        """The state a snapshot keeps: the learner's, with the challengers' and the
+        monitors' if any."""
+        return orjson.dumps(export_model(self.learner, self.challengers, self.monitor_states()))
+
+    def monitor_states(self) -> dict[str, Any]:
+        return {name: mon.export() for name, mon in self.monitors.items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -371,7 +371,6 @@ class ModelService:
             if seq is not None:
                 return seq
         target = await self.state_at(name, version, field="version")
-        state = await asyncio.to_thread(target.export)
         for _ in range(ROLLBACK_TRIES):
             m = await self.replicas.fresh(name)
             if target.space != m.space:  # grow through the changes since, in their places
@@ -380,11 +379,15 @@ class ModelService:
                     if not entries:
                         raise Conflict(f"model {name!r}: its log was trimmed meanwhile: again")
                     await asyncio.to_thread(target.grow_through, entries)
-                state = await asyncio.to_thread(target.export)
                 continue  # and at the head again, which may have moved meanwhile
             # the state is for the input the model has at m.version, and the write is
             # refused unless the log still ends there; the learner and the challengers
-            # are those of the version rolled back to
+            # are those of the version rolled back to, the monitors those of now
+            async with m.frozen():
+                monitors = m.monitor_states()
+                state = await asyncio.to_thread(
+                    _exported, target.learner, target.challengers, monitors
+                )
             space = m.space_doc(target.promoted or None, list(target.challengers))
             seq = await self._reset(m, state, idem, f"rolled back to {version}", "rollback", space)
             if seq is not None:
@@ -467,7 +470,11 @@ class ModelService:
             staged.import_state(doc)
         except InvalidState as e:
             raise BadInput("state", str(e)) from None
-        return orjson.dumps(export_model(staged, m.challengers))
+        return orjson.dumps(export_model(staged, m.challengers, m.monitor_states()))
+
+
+def _exported(learner: Any, challengers: Any, monitors: dict[str, Any]) -> bytes:
+    return orjson.dumps(export_model(learner, challengers, monitors))
 
 
 def _what(change: dict[str, Any]) -> str:

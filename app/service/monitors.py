@@ -1,0 +1,87 @@
+"""Monitors: what follows a model's judged trials beside its learner.
+
+A monitor sees every trial the model's learner is judged on, in log order, on every
+worker alike (:class:`~app.service.live_model.LiveModel` calls it as it replays the log),
+so what it counts is a function of the log: every worker holds the same figures. Its
+state travels with the learner's in snapshots, so a worker that starts from one carries
+on where the others are. A state import or a rollback keeps the monitors as they are:
+they count trials, which neither undoes.
+
+Each kind of monitor is registered in :data:`KINDS` under its name, with whether it
+follows a model of a given input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from models.core.instance import Attributes, Experts
+from models.core.state import InvalidState
+from models.inputs.space import InputSpace
+
+__all__ = ["KINDS", "Kind", "Monitor", "fresh_monitors", "read_monitors"]
+
+
+class Monitor(Protocol):
+    """One monitor of one model."""
+
+    def judged(self, seq: int, x: Attributes | Experts, y: int, served: int, own: int) -> None:
+        """Log entry ``seq`` was a trial of instance ``x`` and class index ``y``; the model
+        served ``served`` (its own prediction ``own``, for a learn) and predicted ``own``
+        as the entry was replayed."""
+
+    def judged_run(
+        self,
+        first: int,
+        xs: Sequence[Attributes | Experts],
+        ys: Sequence[int],
+        predicted: Sequence[int],
+    ) -> None:
+        """:meth:`judged` of the learn entries from ``first`` on, together (each served
+        and predicted ``predicted``)."""
+
+    def grown(self, space: InputSpace) -> None:
+        """The model's input became ``space`` (a change entry)."""
+
+    def export(self) -> Any:
+        """Its state: plain values."""
+
+    def figures(self) -> dict[str, Any]:
+        """What it shows."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A kind of monitor: whether it ``follows`` a model of an input space and form, a
+    ``fresh`` one for it, and one ``read`` from its exported state
+    (:class:`InvalidState` when it does not fit)."""
+
+    follows: Callable[[InputSpace, str], bool]
+    fresh: Callable[[InputSpace, str], Monitor]
+    read: Callable[[Any, InputSpace, str], Monitor]
+
+
+#: the kinds of monitor, by name (the name keys the monitor's state in snapshots)
+KINDS: dict[str, Kind] = {}
+
+
+def fresh_monitors(space: InputSpace, form: str) -> dict[str, Monitor]:
+    """A new monitor of every kind that follows a model of ``space`` and ``form``."""
+    return {name: k.fresh(space, form) for name, k in KINDS.items() if k.follows(space, form)}
+
+
+def read_monitors(docs: Any, space: InputSpace, form: str) -> dict[str, Monitor]:
+    """The monitors of a snapshot's state (``docs``: their states by name; None: a
+    snapshot made before it had any): each that follows the model read from its state,
+    or new when the snapshot has none of its kind."""
+    if docs is None:
+        docs = {}
+    if not isinstance(docs, dict):
+        raise InvalidState("monitors: expected an object")
+    out = {}
+    for name, k in KINDS.items():
+        if k.follows(space, form):
+            out[name] = k.read(docs[name], space, form) if name in docs else k.fresh(space, form)
+    return out
