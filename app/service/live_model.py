@@ -24,7 +24,8 @@ import orjson
 from app.core.errors import BadInput
 from app.service.budget import Limits, check_labels, check_learner
 from app.service.challenger import Challenger, export_model, read_model
-from app.service.monitors import Monitor, fresh_monitors, read_monitors
+from app.service.monitor import Monitor
+from app.service.monitors import fresh_monitors, read_monitors
 from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.core.learner import CannotGrow, Learner, UpdateRefused
 from models.core.params import InvalidParameter
