@@ -9,8 +9,11 @@ import type {
   Answer,
   ApiKey,
   AuditEntry,
+  BacktestCreate,
   BatchItem,
+  Challengers,
   Instance,
+  Job,
   KeyLimits,
   Label,
   LabelCreate,
@@ -178,6 +181,91 @@ export class Client {
   /** What the dashboard shows: counters, error rates, the confusion matrix, the curve. */
   stats(name: string): Promise<Stats> {
     return this.run({ method: "get", path: "/v1/models/{name}/stats", params: { name } });
+  }
+
+  // -- a live model: its input, rollbacks, backtests, challengers ------------------------
+
+  /** Add experts and retire experts, live (one entry in the model's log). */
+  changeExperts(
+    name: string,
+    change: { add?: string[]; retire?: string[] },
+    options: WriteOptions = {},
+  ): Promise<Model> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/experts";
+    return this.run({ method: "post", path, params: { name }, body: change, key });
+  }
+
+  /** Add named features, live (a model made with `feature_names`). */
+  addFeatures(name: string, add: string[], options: WriteOptions = {}): Promise<Model> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/features";
+    return this.run({ method: "post", path, params: { name }, body: { add }, key });
+  }
+
+  /** Add labels, live (a multi-class learner gains a class). */
+  addLabels(name: string, add: Label[], options: WriteOptions = {}): Promise<Model> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/labels";
+    return this.run({ method: "post", path, params: { name }, body: { add }, key });
+  }
+
+  /** Reset the learner to its state at `version` (an entry in the log: reversible). */
+  rollback(name: string, version: number, options: WriteOptions = {}): Promise<Model> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/rollback";
+    return this.run({ method: "post", path, params: { name }, body: { version }, key });
+  }
+
+  /** The versions the model can be rebuilt at, and its latest changes. */
+  versions(name: string): Promise<Answer<"/v1/models/{name}/versions", "get">> {
+    return this.run({ method: "get", path: "/v1/models/{name}/versions", params: { name } });
+  }
+
+  /** Replay the model's log through candidate learners beside it: the job, done or
+   * running (follow it with {@link job}). */
+  backtest(name: string, body: BacktestCreate, options: WriteOptions = {}): Promise<Job> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/backtest";
+    return this.run({ method: "post", path, params: { name }, body, key });
+  }
+
+  /** A job (a backtest) as it is now. */
+  job(jobId: string): Promise<Job> {
+    return this.run({ method: "get", path: "/v1/jobs/{job_id}", params: { job_id: jobId } });
+  }
+
+  /** Attach `learner` as shadow challenger `challenger`: it follows every trial the model
+   * learns, judged on the same labels, never answering. */
+  attachChallenger(
+    name: string,
+    challenger: string,
+    learner: Record<string, unknown>,
+    options: WriteOptions = {},
+  ): Promise<Challengers> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/challengers";
+    const body = { name: challenger, learner };
+    return this.run({ method: "post", path, params: { name }, body, key });
+  }
+
+  /** The model's challengers' figures beside its learner's on the same trials. */
+  challengers(name: string): Promise<Challengers> {
+    return this.run({ method: "get", path: "/v1/models/{name}/challengers", params: { name } });
+  }
+
+  /** Make the challenger, as it is now, the model's learner (one entry in the log). */
+  promoteChallenger(name: string, challenger: string, options: WriteOptions = {}): Promise<Challengers> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/challengers/{challenger}/promote";
+    return this.run({ method: "post", path, params: { name, challenger }, key });
+  }
+
+  /** Retire the challenger: it follows the model no more. */
+  async retireChallenger(name: string, challenger: string, options: WriteOptions = {}): Promise<void> {
+    const key = options.idempotencyKey ?? newId();
+    const path = "/v1/models/{name}/challengers/{challenger}";
+    await this.run({ method: "delete", path, params: { name, challenger }, key });
   }
 
   // -- trials ---------------------------------------------------------------------------

@@ -31,6 +31,10 @@ export type ItemError = Schemas["ItemError"];
 export type PredictCreate = Schemas["PredictCreate"];
 export type LabelCreate = Schemas["LabelCreate"];
 export type LearnCreate = Schemas["LearnCreate"];
+export type Challengers = Schemas["ChallengersPublic"];
+export type Challenger = Schemas["ChallengerPublic"];
+export type Job = Schemas["JobPublic"];
+export type BacktestCreate = Schemas["BacktestCreate"];
 
 /** One item of a batch answer: its `result`, or its `error` when it failed alone. */
 export interface BatchItem<T> {
