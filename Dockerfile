@@ -13,7 +13,9 @@ COPY app/ app/
 COPY experiments/ experiments/
 COPY models/ models/
 COPY storage/ storage/
-RUN pip install . \
+# the Python client, which `committee import` and `committee export` use
+COPY client/ client/
+RUN pip install . ./client \
     && groupadd --gid 10001 committee \
     && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin committee
 
