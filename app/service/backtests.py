@@ -27,7 +27,14 @@ from app.service.live_model import LiveModel, LogRange, Start, plan_model
 from app.service.replay import Replay, Run
 from storage.errors import Conflict, CorruptData, Full, StorageError
 from storage.jobs import MAX_JOB_BYTES, JobStore
-from storage.repository import Idempotency, LogGap, ModelStore, StoredModel, with_space
+from storage.repository import (
+    Idempotency,
+    LogGap,
+    ModelStore,
+    StoredModel,
+    input_of,
+    with_space,
+)
 
 __all__ = ["Backtests"]
 
@@ -213,8 +220,9 @@ class Backtests:
         for i, spec in enumerate(learners):
             where = "learner" if len(learners) == 1 else f"learner.{i}"
             config = {**stored.config, "learner": spec}
+            space = input_of(start.space)  # not the model's learner nor its challengers
             try:
-                form = plan_model(with_space(config, start.space), self.limits)[1]
+                form = plan_model(with_space(config, space), self.limits)[1]
                 if form != own:
                     raise BadInput(
                         "learner.kind",
@@ -225,7 +233,7 @@ class Backtests:
                     stored.incarnation,
                     config,
                     version=start.version,
-                    space=start.space,
+                    space=space,
                     limits=self.limits,
                 )
             except BadInput as e:

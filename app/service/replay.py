@@ -191,7 +191,8 @@ class Replay:
         elif kind == b"c":
             for r in runs:
                 change = decode_entry(entry_id, fields, r.model.size, r.model.k).change
-                exc = r.model.take_change(seq, change)
+                # a candidate takes changes of the input, not the model's challengers
+                exc = r.model.take_change(seq, change, grow_only=not r.served)
                 if exc is not None:
                     r.model.version = seq
                     if not r.served:  # the model skipped it alike everywhere

@@ -273,3 +273,41 @@ def test_on_four_workers_with_labels_raced_every_worker_answers_the_replay(
             assert _figures(c, name) == after
             assert_same_state(c.get(f"/v1/models/{name}/state").json()["state"], state)
         assert svc.stop() == 0
+
+
+def test_a_backtest_and_a_fork_of_a_model_with_challengers_and_a_promoted_learner(
+    client: httpx.Client, model_name: str, api_settings: Settings
+) -> None:
+    c, name = client, model_name
+    assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+    _learn(c, name, _items(30, 20))
+    assert (
+        c.post(f"/v1/models/{name}/challengers", json={"name": "wm", "learner": WM}).status_code
+        == 201
+    )
+    _learn(c, name, _items(31, 20))
+    # snapshots and starts name the challengers: a candidate is built from the input alone
+    r = c.post(f"/v1/models/{name}/backtest", json={"learner": VR, "from_version": 0, "wait": 60})
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+    assert r.json()["result"]["candidates"][0]["trials"] == 40
+    assert c.post(f"/v1/models/{name}/challengers/wm/promote").status_code == 200
+    _learn(c, name, _items(32, 10))
+    r = c.post(f"/v1/models/{name}/backtest", json={"learner": VR, "from_version": 0, "wait": 60})
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+    # the candidate learns every trial, untouched by the model's challenger entries
+    want, _ = _oracle(replay(api_settings.redis_url, api_settings.key_prefix, name), VR, 0)
+    got = r.json()["result"]["candidates"][0]
+    assert (
+        (got["trials"], got["mistakes"])
+        == (want["trials"], want["mistakes"])
+        == (50, got["mistakes"])
+    )
+    fork = f"{name}-f"
+    r = c.post("/v1/models", json={"name": fork, "from": {"model": name}})
+    assert r.status_code == 201, r.text
+    assert r.json()["learner"] == WM
+    assert c.get(f"/v1/models/{fork}/challengers").json()["challengers"] == []
+    assert_same_state(
+        c.get(f"/v1/models/{fork}/state").json()["state"],
+        c.get(f"/v1/models/{name}/state").json()["state"],
+    )
