@@ -9,6 +9,8 @@ version once it is applied):
   ``predicted``, then labelled;
 * ``{"seq", "kind": "change", "change"}``: a change of the model's input, as it was sent
   (``POST .../experts``, ``.../features``, ``.../labels``);
+* ``{"seq", "kind": "challenger", "challenger"}``: a shadow challenger attached, promoted
+  or retired (``{"op", "name", "learner"}``);
 * ``{"seq", "kind": "reset"}``: the learner's state was replaced (a state import or a
   rollback); the state itself is not in the log;
 * ``{"seq", "kind": "unreadable", "error"}``: an entry no worker could read (skipped by
@@ -315,7 +317,11 @@ def lines_of(
         if isinstance(e, CorruptData):
             doc: dict[str, Any] = {"seq": _seq(entry_id), "kind": "unreadable", "error": str(e)}
         elif e.kind == "change":
-            doc = {"seq": e.seq, "kind": "change", "change": orjson.loads(e.change)}
+            change = orjson.loads(e.change)
+            if isinstance(change, dict) and "challenger" in change:  # not of the input
+                doc = {"seq": e.seq, "kind": "challenger", "challenger": change["challenger"]}
+            else:
+                doc = {"seq": e.seq, "kind": "change", "change": change}
         elif e.kind == "reset" or e.x is None:
             doc = {"seq": e.seq, "kind": "reset"}
         else:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import orjson
 import pytest
 from _procs import Replay, Service, assert_same_state, replay, wait_folded
 
@@ -309,5 +310,48 @@ def test_a_backtest_and_a_fork_of_a_model_with_challengers_and_a_promoted_learne
     assert c.get(f"/v1/models/{fork}/challengers").json()["challengers"] == []
     assert_same_state(
         c.get(f"/v1/models/{fork}/state").json()["state"],
+        c.get(f"/v1/models/{name}/state").json()["state"],
+    )
+
+
+def test_the_export_names_challenger_entries_and_an_import_refuses_them(
+    client: httpx.Client, model_name: str
+) -> None:
+    c, name = client, model_name
+    assert c.post("/v1/models", json={"name": name, **FUSION}).status_code == 201
+    _learn(c, name, _items(40, 3))
+    assert (
+        c.post(f"/v1/models/{name}/challengers", json={"name": "wm", "learner": WM}).status_code
+        == 201
+    )
+    _learn(c, name, _items(41, 2))
+    r = c.get(f"/v1/models/{name}/log", params={"from": 0})
+    assert r.status_code == 200, r.text
+    lines = [orjson.loads(line) for line in r.content.splitlines() if line.strip()]
+    assert [d["kind"] for d in lines] == ["learn"] * 3 + ["challenger"] + ["learn"] * 2
+    assert lines[3]["challenger"] == {"op": "attach", "name": "wm", "learner": WM}
+    copy = f"{name}-copy"
+    assert c.post("/v1/models", json={"name": copy, **FUSION}).status_code == 201
+    body = b"\n".join(orjson.dumps(d) for d in lines) + b"\n"
+    r = c.post(
+        f"/v1/models/{copy}/log",
+        params={"import_id": "one", "first_line": 1},
+        content=body,
+        headers={"content-type": "application/x-ndjson"},
+    )
+    # refused as a reset is, naming the line: the copy gets the trials without it
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "lines", 4, "kind"]
+    assert "challenger" in r.json()["detail"][0]["msg"]
+    kept = [d for d in lines if d["kind"] != "challenger"]
+    r = c.post(
+        f"/v1/models/{copy}/log",
+        params={"import_id": "two", "first_line": 1},
+        content=b"\n".join(orjson.dumps(d) for d in kept) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert r.status_code == 200 and r.json()["applied"] == 5, r.text
+    assert_same_state(
+        c.get(f"/v1/models/{copy}/state").json()["state"],
         c.get(f"/v1/models/{name}/state").json()["state"],
     )

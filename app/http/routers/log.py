@@ -215,6 +215,8 @@ _NOT_REPLAYED = {
     "reset": "a reset (a state import or a rollback) cannot be replayed: the state it "
     "put in place is not in the log",
     "unreadable": "an entry no worker could read cannot be replayed",
+    "challenger": "a shadow challenger's entry (attached, promoted, retired) belongs to "
+    "its model's log: attach one to this model with POST .../challengers",
 }
 
 
