@@ -24,6 +24,8 @@ two stay in agreement)::
                                          expiring with its purge time
     <prefix>:{<name>}:grave:<inc>        sorted set: trial ids of deleted incarnation <inc>
     <prefix>:{<name>}:idem:<key>         hash: what a write with Idempotency-Key <key> did
+    <prefix>:{<name>}:alerts             hash: the alerts raised and the alert config of
+                                         incarnation 'inc' (storage.alerts)
 
 A backtest's job (:mod:`storage.jobs`) has a slot of its own; a model names its latest
 one in its slot::
@@ -147,6 +149,7 @@ class Keys:
     """The keys of one model."""
 
     __slots__ = (
+        "alerts",
         "backtest",
         "base",
         "curve",
@@ -174,6 +177,7 @@ class Keys:
         self.summary = f"{self.base}:summary"
         self.idem_prefix = f"{self.base}:idem:"
         self.backtest = f"{self.base}:backtest"
+        self.alerts = f"{self.base}:alerts"
 
     def trial_prefix(self, incarnation: str) -> str:
         """The prefix of the trial keys of ``incarnation``: a trial id completes one."""

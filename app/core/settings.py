@@ -297,7 +297,29 @@ class Settings(BaseSettings):
         default=5_000, ge=1, description="an open breaker's wait before it lets a probe through"
     )
 
-    @field_validator("allowed_endpoints", mode="before")
+    # -- alerts: drift alerts' webhooks (docs/drift.rst) ---------------------------------
+    alert_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="host globs a model's alert webhook_url may name, as allowed_endpoints "
+        "reads them (e.g. 'hooks.example.com,127.0.0.1:*'); none by default",
+    )
+    alert_queue: int = Field(
+        default=1_000, ge=1, le=1_000_000, description="alerts and webhooks a worker holds waiting"
+    )
+    alert_webhook_timeout_ms: int = Field(
+        default=5_000, ge=1, le=600_000, description="one webhook call's time limit"
+    )
+    alert_webhook_tries: int = Field(
+        default=5, ge=1, le=100, description="calls of a webhook before it is given up"
+    )
+    alert_webhook_backoff_ms: int = Field(
+        default=500,
+        ge=1,
+        le=600_000,
+        description="the wait before a webhook's second call, doubled before each next",
+    )
+
+    @field_validator("allowed_endpoints", "alert_allowed_hosts", mode="before")
     @classmethod
     def _endpoint_globs(cls, v: Any) -> Any:
         """A JSON list or a comma-separated string, as :meth:`_split` reads one."""

@@ -25,6 +25,7 @@ from app.http.limits import BodyLimit, Busy, HeaderLimit
 from app.http.metrics import RequestMetrics
 from app.http.permissions import RouteTable
 from app.http.routers import (
+    alerts,
     backtests,
     challengers,
     dashboard,
@@ -152,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(backtests.router)
     app.include_router(challengers.router)
+    app.include_router(alerts.router)
     app.include_router(trials.router)
     app.include_router(model_log.router)
     app.include_router(stats.router)

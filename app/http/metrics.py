@@ -17,7 +17,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.service.alerts import ALERTS, RAISED, WEBHOOKS
 from app.service.fanout import BREAKER_STATE, EXPERT_OUTCOMES, EXPERT_SECONDS
+from app.service.scorecards import WINDOW
 from storage.repository import Statistics
 
 __all__ = ["CONTENT_TYPE", "WORKER", "RequestMetrics", "render"]
@@ -101,6 +103,44 @@ class _Models:
             pending.add_metric([m.name], s.pending)
         yield from families.values()
         yield pending
+        yield from _scorecards(self.stats)
+
+
+_SCORECARD_COUNTERS = {
+    "trials": "trials a fusion model's classifier voted in",
+    "mistakes": "trials whose label was not the classifier's top vote",
+}
+_SCORECARD_GAUGES = {
+    "error_rate": "the classifier's mistakes / trials",
+    "recent_error_rate": f"the classifier's error rate over its last {WINDOW:,} trials",
+    "agreement": "the share of its trials whose served prediction was its top vote",
+    "weight": "its own sub-experts' weight in the model's learner",
+}
+
+
+def _scorecards(stats: Iterable[Statistics]) -> Iterable[Metric]:
+    """Each fusion model's classifiers' scorecards, as its summary holds them (at most
+    MAX_EXPERTS a model: the label sets stay bounded)."""
+    labels = ["model", "expert"]
+    counters = {
+        k: CounterMetricFamily(f"committee_expert_{k}", doc, labels=labels)
+        for k, doc in _SCORECARD_COUNTERS.items()
+    }
+    gauges = {
+        k: GaugeMetricFamily(f"committee_expert_{k}", doc, labels=labels)
+        for k, doc in _SCORECARD_GAUGES.items()
+    }
+    for s in stats:
+        for card in (s.summary or {}).get("scorecards") or ():
+            at = [s.model.name, card["expert"]]
+            for k, counter in counters.items():
+                counter.add_metric(at, card[k])
+            values = {**card, "recent_error_rate": card["recent"]["error_rate"]}
+            for k, gauge in gauges.items():
+                if values[k] is not None:  # no trials yet, or no weights: no sample
+                    gauge.add_metric(at, values[k])
+    yield from counters.values()
+    yield from gauges.values()
 
 
 def render(stats: Iterable[Statistics]) -> bytes:
@@ -115,10 +155,10 @@ def render(stats: Iterable[Statistics]) -> bytes:
 
 
 class _Process:
-    """This process's request histogram, and its calls to experts' endpoints
-    (single-process mode)."""
+    """This process's request histogram, its calls to experts' endpoints and the alerts
+    it raised (single-process mode)."""
 
     def collect(self) -> Iterable[Metric]:
         yield from REQUESTS.collect()
-        for metric in (EXPERT_OUTCOMES, EXPERT_SECONDS, BREAKER_STATE):
+        for metric in (EXPERT_OUTCOMES, EXPERT_SECONDS, BREAKER_STATE, ALERTS, RAISED, WEBHOOKS):
             yield from metric.collect()

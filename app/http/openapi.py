@@ -89,6 +89,13 @@ ERRORS: dict[str, dict[int, str]] = {
         "beyond max_challengers or max_learner_bytes",
     },
     "GET /v1/models/{name}/challengers": _MODEL,
+    "GET /v1/models/{name}/alerts": _MODEL,
+    "PUT /v1/models/{name}/alerts": {
+        **_MODEL,
+        413: _BODY,
+        422: "a field does not fit the schema, or webhook_url's host matches none of "
+        "alert_allowed_hosts",
+    },
     "POST /v1/models/{name}/challengers/{challenger}/promote": {
         **_MODEL,
         404: f"{_NO_MODEL}, or no challenger of this name",

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.core.names import Name
+from app.service.scorecards import SPARK_BLOCK, WINDOW
+from app.service.summary import MAX_EXPERTS
 
 MAX_LABEL_LENGTH = 256
 INT64 = 2**63
@@ -465,6 +467,28 @@ class MemberPublic(BaseModel):
     recent_mistakes: int
 
 
+class ScorecardPublic(BaseModel):
+    """One classifier of a fusion model, judged on the trials it voted in (its top vote:
+    the label it scored highest, ties to the first label)."""
+
+    expert: str = Field(description="the classifier, as the model's input names it")
+    retired: bool
+    trials: int = Field(description="trials it voted in")
+    mistakes: int = Field(description="trials whose label was not its top vote")
+    error_rate: float | None
+    recent: WindowPublic = Field(description=f"its last (at most {WINDOW:,}) trials")
+    confusion: dict[str, dict[str, int]] = Field(description="true label -> its top vote -> n")
+    agreed: int = Field(description="trials whose served prediction was its top vote")
+    agreement: float | None = Field(description="agreed / trials: its share of the decision")
+    weight: float | None = Field(
+        description="its own sub-experts' weight in the learner (subsets' averages not "
+        "counted); null when the learner has no weights"
+    )
+    spark: list[float] = Field(
+        description=f"error rate of each {SPARK_BLOCK} of its recent trials in turn, oldest first"
+    )
+
+
 class ChangePublic(BaseModel):
     version: int
     what: str
@@ -525,7 +549,14 @@ class StatsPublic(BaseModel):
     learners: list[MemberPublic] | None = Field(description="V-Combine's basic learners")
     leader: str | None = Field(description="the V-Combine learner with fewest recent mistakes")
     experts: dict[str, float] | None = Field(description="sub-expert weights of the model")
-    summary_version: int = Field(description="the version internal/learners/experts are at")
+    scorecards: list[ScorecardPublic] | None = Field(
+        None,
+        description="each classifier's scorecard (models whose input has experts; at most "
+        f"{MAX_EXPERTS}, those that voted in the most trials), in the input's order",
+    )
+    summary_version: int = Field(
+        description="the version internal/learners/experts/scorecards are at"
+    )
 
 
 # -- API keys and the audit log -------------------------------------------------------
@@ -642,3 +673,60 @@ class ChallengersPublic(BaseModel):
     version: int
     learner: dict[str, Any] = Field(description="the model's learner")
     challengers: list[ChallengerPublic]
+
+
+class AlertsConfig(_In):
+    """What a model's alerts do beside being recorded (docs/drift.rst)."""
+
+    webhook_url: str | None = Field(
+        None,
+        max_length=2048,
+        description="POSTed each alert as JSON (retried with back-off, redirects not "
+        "followed); its host must match one of the operator's alert_allowed_hosts",
+        examples=["https://hooks.example.com/committee"],
+    )
+    rollback: bool = Field(
+        False,
+        description="on a rise of the model's error rate, roll it back to the version before "
+        "the alert's recent trials (since - 1)",
+    )
+
+
+class AlertPublic(BaseModel):
+    """An alert: where a stream's detector fired, and the error rates around it."""
+
+    seq: int = Field(description="the log entry at which the detector fired")
+    kind: Literal["drift"]
+    what: str = Field(description="the stream: model, or expert:<sub-expert>")
+    detector: str
+    before: float | None = Field(
+        description="the error rate since the stream's last alert (or its start), before "
+        "its recent trials (null when there were none)"
+    )
+    after: float = Field(description="the error rate of its recent trials (at most 256)")
+    since: int | None = Field(description="the log seq of the first of those recent trials")
+    trials: int = Field(description="the stream's trials since its last alert")
+
+
+class DetectorPublic(BaseModel):
+    kind: str
+    params: dict[str, Any]
+    delay: int = Field(
+        description="the documented delay: trials to an alarm after the error rate steps "
+        "from 0.1 to 0.4 (models.drift.STEP_DELAY)"
+    )
+
+
+class AlertsPublic(BaseModel):
+    """A model's alerts at its latest version (the same on every worker), with its watch's
+    figures and its alert config."""
+
+    model: str
+    version: int
+    config: AlertsConfig | None = Field(description="null: none set")
+    detector: DetectorPublic
+    error_rate: float | None = Field(description="the model's error rate, its recent trials")
+    experts: dict[str, float | None] = Field(
+        description="each watched sub-expert's error rate, its recent trials"
+    )
+    alerts: list[AlertPublic] = Field(description="the latest, oldest first")

@@ -805,6 +805,10 @@ class LiveModel:
         return orjson.dumps({"a": first, "e": out})
 
     def export(self) -> bytes:
+        """The learner's state (JSON), as ``GET .../state`` gives it."""
+        return orjson.dumps(self.learner.export_state())
+
+    def kept_state(self) -> bytes:
         """The state a snapshot keeps: the learner's, with the challengers' and the
         monitors' if any."""
         return orjson.dumps(export_model(self.learner, self.challengers, self.monitor_states()))

@@ -27,6 +27,7 @@ import orjson
 from app.core.errors import BadInput
 from app.core.settings import Settings
 from app.core.waiting import until
+from app.service.alerts import Alerts
 from app.service.backtests import Backtests
 from app.service.challenger import export_model
 from app.service.challengers import Challengers
@@ -93,6 +94,7 @@ class ModelService:
         self.replicas = Replicas(store, settings, warmup)
         self.trials = TrialCalls(self.replicas)
         self.challengers = Challengers(store, self.replicas, settings)
+        self.alerts = Alerts(store, self.replicas, settings, self.rollback)
         self.backtests = Backtests(
             store,
             JobStore(store.client, store.prefix),
@@ -114,6 +116,7 @@ class ModelService:
     def start(self) -> None:
         """Start the background work a worker does while it serves."""
         self._sweeping = asyncio.ensure_future(self._sweep_forever())
+        self.alerts.start()
 
     async def close(self) -> None:
         """Stop the background work: the sweep after its round in flight, if any (see
@@ -125,6 +128,7 @@ class ModelService:
             except Exception:
                 log.exception("the sweep of deleted models had stopped on an error")
         await self.replicas.close()
+        await self.alerts.close()
         await self.trials.fanout.aclose()
 
     async def _sweep_forever(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.service import drift_watch, scorecards
 from app.service.monitor import Kind, Monitor
 from models.core.state import InvalidState
 from models.inputs.space import InputSpace
@@ -24,7 +25,10 @@ __all__ = ["KINDS", "fresh_monitors", "read_monitors"]
 
 
 #: the kinds of monitor, by name (the name keys the monitor's state in snapshots)
-KINDS: dict[str, Kind] = {}
+KINDS: dict[str, Kind] = {
+    scorecards.NAME: scorecards.KIND,
+    drift_watch.NAME: drift_watch.KIND,
+}
 
 
 def fresh_monitors(space: InputSpace, form: str) -> dict[str, Monitor]:

@@ -156,6 +156,10 @@ class Replicas:
         log.info("loaded model %s at version %d", name, m.version)
         return m
 
+    def held(self) -> list[LiveModel]:
+        """The models this worker holds now."""
+        return list(self._live.values())
+
     def drop(self, m: LiveModel) -> None:
         """Forget this copy of a model (a later use loads it again)."""
         if self._live.get(m.name) is m:
@@ -300,7 +304,7 @@ class Replicas:
         try:
             async with m.frozen():  # exported off the event loop, unchanged meanwhile
                 version, stamp = m.version, m.stamp
-                state, space = await asyncio.to_thread(m.export), m.space_doc()
+                state, space = await asyncio.to_thread(m.kept_state), m.space_doc()
             # made as it is sent: Redis folds outcomes in order, and would ignore those
             # that trial calls sent during the export report had this payload, sent after
             # them, taken the earlier ones. They stop at the state's version, which the

@@ -1,6 +1,6 @@
 """What a dashboard shows of a learner, derived from it by a worker and kept in Redis so
 that statistics never load learner state: recycling's internal counts, V-Combine's
-members, and the sub-expert weights of fusion models."""
+members, the sub-expert weights of fusion models and their classifiers' scorecards."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from app.service import scorecards
 from app.service.live_model import LiveModel
 from models.core.learner import Learner
 from models.core.params import InvalidParameter
@@ -16,7 +17,7 @@ from models.registry import kind_of
 
 __all__ = ["MAX_EXPERTS", "describe_spec", "summarize"]
 
-MAX_EXPERTS = 256  # weights shown per model at most (the largest ones)
+MAX_EXPERTS = 256  # weights (the largest) and scorecards shown per model at most
 _CONTEXT = {"kind", "learner", "learners", "labels", "n_features", "n_experts"}
 
 
@@ -74,29 +75,52 @@ def _internal(learner: Learner) -> dict[str, int] | None:
     return None
 
 
-def _experts(m: LiveModel) -> dict[str, float] | None:
+def _weights(m: LiveModel) -> np.ndarray | None:
+    """The learner's weight of every sub-expert of a fusion model (None: it has none)."""
     if m.form != "experts":
         return None
     try:
         w = np.asarray(getattr(m.learner, "weights")(), dtype=np.float64).ravel()  # noqa: B009
     except (AttributeError, NotImplementedError, TypeError, ValueError):
         return None
-    names = m.space.describe_experts(m.form)
-    if w.shape != (len(names),) or not np.isfinite(w).all():
+    if w.shape != (m.space.size(m.form),) or not np.isfinite(w).all():
         return None
+    return w
+
+
+def _experts(m: LiveModel, w: np.ndarray | None) -> dict[str, float] | None:
+    if w is None:
+        return None
+    names = m.space.describe_experts(m.form)
     keep = np.arange(w.size)
     if w.size > MAX_EXPERTS:
         keep = np.sort(np.argsort(-np.abs(w), kind="stable")[:MAX_EXPERTS])
     return {names[i]: float(w[i]) for i in keep}
 
 
+def _scorecards(m: LiveModel, w: np.ndarray | None) -> list[dict[str, Any]] | None:
+    """Each classifier's scorecard (:mod:`app.service.scorecards`; at most MAX_EXPERTS,
+    those that voted most), with its weight: the sum of its own sub-experts' (one per
+    normalisation, and its split pieces; subsets' averages not counted)."""
+    mon = m.monitors.get(scorecards.NAME)
+    if not isinstance(mon, scorecards.Scorecards):
+        return None
+    cards = mon.cards(MAX_EXPERTS)
+    for card in cards:
+        slots = m.space.expert_slots(card["expert"])
+        card["weight"] = None if w is None else float(w[slots].sum())
+    return cards
+
+
 def summarize(m: LiveModel) -> dict[str, Any]:
     """The summary of ``m`` at its current version."""
     voting = _voting(m.learner)
+    w = _weights(m)
     return {
         "version": m.version,
         "internal": _internal(m.learner),
         "learners": voting[0] if voting else None,
         "leader": voting[1] if voting else None,
-        "experts": _experts(m),
+        "experts": _experts(m, w),
+        "scorecards": _scorecards(m, w),
     }

@@ -1,8 +1,9 @@
 """The kernel warm-up of a worker: off the event loop, awaited before learners are built.
 
 On a fresh numba cache, compiling the learners' kernels takes tens of seconds. A worker
-runs :func:`warm_worker` (the learners' kernels, :func:`models.warm.warm_kernels`, and the
-request-body reader's, :mod:`app.core.jsontext`) in a background thread as it starts, so neither
+runs :func:`warm_worker` (the learners' kernels, :func:`models.warm.warm_kernels`, the
+request-body reader's, :mod:`app.core.jsontext`, and the scorecards',
+:mod:`app.service.scorecards`) in a background thread as it starts, so neither
 ``/healthz`` nor any request waits on the compiler; ``/readyz`` answers 503 until it is
 done, and the service awaits :meth:`Warmup.wait` before it first builds a learner.
 
@@ -23,6 +24,7 @@ from concurrent.futures import Future
 
 from app.core import jsontext
 from app.core.collector import freeze
+from app.service import scorecards
 from models.warm import place_cache, warm_kernels
 
 __all__ = ["Warmup", "warm_worker"]
@@ -36,10 +38,11 @@ _shared: Future[dict[str, float]] | None = None  # this process's warm-up, once 
 def warm_worker() -> dict[str, float]:
     """Every kernel a worker runs, compiled into (or loaded from) the cache
     :func:`models.warm.place_cache` places; seconds per learner kind (the body reader's
-    few are the first kind's)."""
-    place_cache(jsontext)
+    and the scorecards' few are the first kind's)."""
+    place_cache(jsontext, scorecards)
     start = time.perf_counter()
     jsontext.warm()
+    scorecards.warm()
     reader = time.perf_counter() - start
     seconds = warm_kernels()
     first = next(iter(seconds), None)

@@ -37,6 +37,8 @@ from committee_client.errors import (
     Unavailable,
 )
 from committee_client.types import (
+    Alert,
+    Alerts,
     ApiKey,
     AuditEntry,
     Backtest,
@@ -71,6 +73,8 @@ from committee_client.types import (
 )
 
 __all__ = [
+    "Alert",
+    "Alerts",
     "ApiKey",
     "AsyncClient",
     "AsyncStream",

@@ -23,6 +23,7 @@ from committee_client._retry import DEFAULT_RETRY, Retry, retry_policy
 from committee_client._stream import WINDOW, AsyncStream, stream_url
 from committee_client.errors import CommitteeError
 from committee_client.types import (
+    Alerts,
     ApiKey,
     AuditEntry,
     BatchItem,
@@ -245,6 +246,17 @@ class AsyncClient:
         follows every trial the model learns from then on, judged on the same labels,
         never answering. The model's challengers then."""
         return await self._run(calls.attach_challenger(name, challenger, learner))
+
+    async def alerts(self, name: str) -> Alerts:
+        """The model's drift alerts, its watch's figures and its alert config."""
+        return await self._run(calls.alerts(name))
+
+    async def configure_alerts(
+        self, name: str, webhook_url: str | None = None, rollback: bool = False
+    ) -> Alerts:
+        """Set what the model's alerts do: POST each to ``webhook_url`` (a host the
+        operator allows), and with ``rollback`` roll the model back on a rise."""
+        return await self._run(calls.configure_alerts(name, webhook_url, rollback))
 
     async def challengers(self, name: str) -> Challengers:
         """The model's challengers' figures beside its learner's on the same trials."""

@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 from pydantic import TypeAdapter
 
 from committee_client.types import (
+    Alerts,
     ApiKey,
     AuditEntry,
     BatchItem,
@@ -241,6 +242,15 @@ def attach_challenger(
     return Call(
         "POST", _model(name, "challengers"), Challengers.model_validate, body, key=new_key()
     )
+
+
+def alerts(name: str) -> Call[Alerts]:
+    return Call("GET", _model(name, "alerts"), Alerts.model_validate)
+
+
+def configure_alerts(name: str, webhook_url: str | None, rollback: bool) -> Call[Alerts]:
+    body = {"webhook_url": webhook_url, "rollback": rollback}
+    return Call("PUT", _model(name, "alerts"), Alerts.model_validate, body)
 
 
 def challengers(name: str) -> Call[Challengers]:

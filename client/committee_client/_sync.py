@@ -23,6 +23,7 @@ from committee_client._stream import WINDOW, stream_url
 from committee_client._sync_stream import Stream
 from committee_client.errors import CommitteeError
 from committee_client.types import (
+    Alerts,
     ApiKey,
     AuditEntry,
     BatchItem,
@@ -240,6 +241,17 @@ class Client:
         follows every trial the model learns from then on, judged on the same labels,
         never answering. The model's challengers then."""
         return self._run(calls.attach_challenger(name, challenger, learner))
+
+    def alerts(self, name: str) -> Alerts:
+        """The model's drift alerts, its watch's figures and its alert config."""
+        return self._run(calls.alerts(name))
+
+    def configure_alerts(
+        self, name: str, webhook_url: str | None = None, rollback: bool = False
+    ) -> Alerts:
+        """Set what the model's alerts do: POST each to ``webhook_url`` (a host the
+        operator allows), and with ``rollback`` roll the model back on a rise."""
+        return self._run(calls.configure_alerts(name, webhook_url, rollback))
 
     def challengers(self, name: str) -> Challengers:
         """The model's challengers' figures beside its learner's on the same trials."""

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_v
 from committee_client.errors import CommitteeError, from_item
 
 __all__ = [
+    "Alert",
+    "Alerts",
     "ApiKey",
     "AuditEntry",
     "Backtest",
@@ -79,6 +81,34 @@ class Backtest(_Out):
     resets: list[int]
     model: BacktestRun
     candidates: list[BacktestRun]
+
+
+class Alert(_Out):
+    """Where a drift detector over a mistake stream (``what``: ``model`` or a sub-expert)
+    found its error rate risen: at log entry ``seq``, the rates ``before`` and ``after``
+    (its recent trials, from ``since``)."""
+
+    seq: int
+    kind: str
+    what: str
+    detector: str
+    before: float | None
+    after: float
+    since: int | None
+    trials: int
+
+
+class Alerts(_Out):
+    """A model's alerts at its latest version, its watch's figures and its alert config
+    (``{"webhook_url", "rollback"}``, None when none is set)."""
+
+    model: str
+    version: int
+    config: dict[str, Any] | None
+    detector: dict[str, Any]
+    error_rate: float | None
+    experts: dict[str, float | None]
+    alerts: list[Alert]
 
 
 class Challenger(_Out):

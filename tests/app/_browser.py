@@ -117,6 +117,41 @@ return {
 """
 
 
+_READ_SCORECARDS = """
+const card = [...document.querySelectorAll("[data-model]")]
+  .find((el) => el.dataset.model === arguments[0]);
+if (!card) return null;
+const panel = card.querySelector('[data-panel="scorecards"]');
+return {
+  shown: !panel.hidden,
+  sorted: Object.fromEntries([...panel.querySelectorAll("th[data-sort]")]
+    .map((th) => [th.dataset.sort, th.getAttribute("aria-sort")])),
+  rows: [...panel.querySelectorAll("tr[data-scorecard]")].map((tr) => ({
+    expert: tr.dataset.scorecard,
+    retired: tr.dataset.retired === "true",
+    ...Object.fromEntries([...tr.querySelectorAll("[data-score]")]
+      .map((td) => [td.dataset.score, td.textContent.trim()])),
+    spark: Number(tr.querySelector("svg.spark").dataset.points),
+    spark_vertices: (tr.querySelector("svg.spark polyline")?.getAttribute("points") ?? "")
+      .trim().split(/\\s+/).filter(Boolean).length,
+  })),
+};
+"""
+
+
+def read_scorecards(driver: webdriver.Chrome, name: str) -> dict[str, Any] | None:
+    """The scorecards table of model ``name``: whether it shows, each column's sort and
+    each row's text (None while the model has no card)."""
+    got: dict[str, Any] | None = driver.execute_script(_READ_SCORECARDS, name)
+    return got
+
+
+def sort_scorecards(driver: webdriver.Chrome, name: str, column: str) -> None:
+    """Click the heading of ``column`` in model ``name``'s scorecards table."""
+    card = driver.find_element("css selector", f'[data-model="{name}"]')
+    card.find_element("css selector", f'[data-panel="scorecards"] th[data-sort="{column}"]').click()
+
+
 def read_card(driver: webdriver.Chrome, name: str) -> dict[str, Any] | None:
     """What the page shows of model ``name``: its fields' text, the curve and the charts
     (None while it has no card)."""

@@ -327,18 +327,20 @@ def replay(
             continue
         if e.kind == "reset":  # an import or rollback: the state the snapshot kept there
             held = {
-                int(snapshots[f"{p}version".encode()]): f"{p}state".encode()
+                int(snapshots[f"{p}version".encode()]): p
                 for p in ("", "p_")
                 if f"{p}version".encode() in snapshots
             }
             assert e.seq in held, f"entry {e.seq}: no snapshot holds the state it reset to"
+            p = held[e.seq]
+            space = snapshots.get(f"{p}c".encode()) or b""  # the input there (b"": as made)
             model = LiveModel(
                 name,
                 model.incarnation,
                 config,
                 version=e.seq,
-                state=snapshots[held[e.seq]],
-                space=orjson.loads(model.space_doc()) if model.changed else None,
+                state=snapshots[f"{p}state".encode()],
+                space=orjson.loads(space) if space else None,
             )
             out.model, learner = model, model.learner
             out.kinds[e.seq] = e.kind

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from _browser import chromium, read_card, wait_for
+from _browser import chromium, read_card, read_scorecards, sort_scorecards, wait_for
 from selenium import webdriver
 
 from models.inputs.datasets import MajorityProblem
@@ -337,3 +337,78 @@ def test_dashboard_draws_the_challengers_beside_the_live_curve(
     assert f"in {want[0]['trials']} trials since {want[0]['attached']}" in got[0]["title"]
     # each from where it was attached to its last point
     assert [g["vertices"] for g in got] == [1 + len(w["curve"]) for w in want]
+
+
+def test_dashboard_shows_the_classifiers_scorecards_sorted_by_a_click(
+    page: webdriver.Chrome, client: httpx.Client, model_name: str, tmp_path: Path
+) -> None:
+    create(client, model_name, {"kind": "fusion"})
+    learn(client, model_name, 120, seed=6)
+    s = settled(client, model_name)
+    cards = s["scorecards"]
+    assert [c["expert"] for c in cards] == NAMES
+
+    def rows(order: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {
+                "expert": c["expert"],
+                "retired": c["retired"],
+                "trials": f"{c['trials']:,}",
+                "error_rate": percent(c["error_rate"]),
+                "recent_error_rate": percent(c["recent"]["error_rate"]),
+                "agreement": percent(c["agreement"]),
+                "spark": len(c["spark"]),
+            }
+            for c in order
+        ]
+
+    def table() -> list[dict[str, Any]] | None:
+        got = read_scorecards(page, model_name)
+        if got is None or not got["shown"]:
+            return None
+        return [
+            {k: v for k, v in r.items() if k not in ("weight", "spark_vertices")}
+            for r in got["rows"]
+        ]
+
+    # the input's order until a heading is clicked
+    got = wait_for(table, lambda t: t == rows(cards), "the scorecards")
+    assert got == rows(cards)
+    sparks = read_scorecards(page, model_name)
+    assert sparks is not None and all(
+        r["spark_vertices"] == max(r["spark"], 2) for r in sparks["rows"]
+    )
+
+    def by(key: Any, reverse: bool = False) -> list[dict[str, Any]]:
+        """As the page sorts: nulls last, ties in the input's order either way."""
+
+        def rank(c: dict[str, Any]) -> tuple[bool, float]:
+            v = key(c)
+            return (v is None, 0.0 if v is None else -v if reverse else v)
+
+        return sorted(cards, key=rank)
+
+    sort_scorecards(page, model_name, "error_rate")
+    want = rows(by(lambda c: c["error_rate"]))
+    assert wait_for(table, lambda t: t == want, "sorted by error") == want
+    assert read_scorecards(page, model_name)["sorted"]["error_rate"] == "ascending"
+    sort_scorecards(page, model_name, "error_rate")  # again: the other way
+    want = rows(by(lambda c: c["error_rate"], reverse=True))
+    assert wait_for(table, lambda t: t == want, "sorted by error, descending") == want
+    sort_scorecards(page, model_name, "weight")
+    want = rows(by(lambda c: c["weight"]))
+    assert wait_for(table, lambda t: t == want, "sorted by weight") == want
+    got_sorted = read_scorecards(page, model_name)["sorted"]
+    assert got_sorted["weight"] == "ascending" and got_sorted["error_rate"] == "none"
+    # the sort holds while the figures change
+    learn(client, model_name, 60, seed=7)
+    s2 = settled(client, model_name)
+    cards = s2["scorecards"]
+    want = rows(by(lambda c: c["weight"]))
+    assert wait_for(table, lambda t: t == want, "sorted by weight, updated") == want
+    page.execute_script(
+        "document.querySelector(`[data-model='${arguments[0]}'] [data-panel='scorecards']`)"
+        ".scrollIntoView()",
+        model_name,
+    )
+    page.save_screenshot(str(tmp_path / "scorecards.png"))

@@ -70,6 +70,9 @@ ACCEPTED = {
     "GET /v1/models/{name}/challengers": [404],
     "POST /v1/models/{name}/challengers/{challenger}/promote": [404, 409],
     "DELETE /v1/models/{name}/challengers/{challenger}": [404, 409],
+    # 422: a webhook_url whose host is not among the operator's alert_allowed_hosts
+    "GET /v1/models/{name}/alerts": [404],
+    "PUT /v1/models/{name}/alerts": [404, 422],
     "GET /v1/jobs/{job_id}": [404],
     "DELETE /v1/jobs/{job_id}": [404],
     # 422: a version beyond the model's, or before the first entry its log holds

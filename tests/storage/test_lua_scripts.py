@@ -91,7 +91,7 @@ def now_ms() -> int:
 
 def test_every_script_file_is_loaded_and_names_its_preludes() -> None:
     files = sorted(f.stem.upper() for f in LUA.glob("*.lua"))
-    assert sorted(SCRIPTS) == files and len(files) == 18
+    assert sorted(SCRIPTS) == files and len(files) == 19
     for name, s in SCRIPTS.items():
         first = (LUA / f"{name.lower()}.lua").read_text().splitlines()[0]
         assert first == "-- prelude: " + (", ".join(s.preludes) or "none")

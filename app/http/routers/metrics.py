@@ -15,7 +15,8 @@ router = APIRouter(tags=["operations"])
 @router.get("/metrics", response_class=Response)
 @access(READ)
 async def metrics(request: Request, service: ServiceDep) -> Response:
-    """Request latency histograms and the counters of every model the key reaches (read
-    from Redis). Needs a read key while auth is on (Prometheus: ``authorization``)."""
+    """Request latency histograms, and the counters of every model the key reaches and
+    the scorecards of its classifiers (read from Redis). Needs a read key while auth is
+    on (Prometheus: ``authorization``)."""
     stats = await service.all_statistics(principal_of(request.scope).sees)
     return Response(render(stats), media_type=CONTENT_TYPE)

@@ -62,6 +62,7 @@ def public(s: Statistics) -> dict[str, Any]:
         learners=summary.get("learners"),
         leader=summary.get("leader"),
         experts=summary.get("experts"),
+        scorecards=summary.get("scorecards"),
         summary_version=s.summary_version,
     )
 
@@ -107,7 +108,8 @@ async def read_stats(service: ModelService, name: str) -> orjson.Fragment:
 @access(READ, model="name")
 async def stats(name: NameParam, service: ServiceDep) -> Response:
     """Counters, error rates, confusion counts, the mistake curve, and what the learner
-    shows: recycling's internal mistakes, V-Combine's leader, fusion weights."""
+    shows: recycling's internal mistakes, V-Combine's leader, fusion weights and the
+    scorecards of a fusion model's classifiers."""
     return answer(await read_stats(service, name))
 
 

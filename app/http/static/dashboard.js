@@ -175,6 +175,7 @@
 
     drawCurve(card, s.curve, s.changes || []);
     drawExperts(card, s.experts);
+    drawScorecards(card, s.scorecards);
     drawLearners(card, s.learners, s.leader);
     const internal = card.panel("internal");
     internal.hidden = !s.internal;
@@ -384,6 +385,105 @@
       const v = svg("text", { class: "bar-value", x: w, y: y + 14, "text-anchor": "end" }, g);
       v.textContent = weight(value);
     });
+  }
+
+  // ---- the classifiers' scorecards --------------------------------------------------------
+
+  const SCORE_KEYS = {
+    expert: (c) => c.expert,
+    trials: (c) => c.trials,
+    error_rate: (c) => c.error_rate,
+    recent_error_rate: (c) => c.recent.error_rate,
+    agreement: (c) => c.agreement,
+    weight: (c) => c.weight,
+  };
+
+  // a card's sort: by the column last clicked (clicking it again turns it around); the
+  // input's order until one is; nulls last either way
+  function sortCards(cards, sort) {
+    const rows = cards.map((c, i) => ({ c, i }));
+    if (!sort) return rows.map((r) => r.c);
+    const key = SCORE_KEYS[sort.key];
+    const sign = sort.dir === "ascending" ? 1 : -1;
+    rows.sort((a, b) => {
+      const u = key(a.c);
+      const v = key(b.c);
+      if (u === null || u === undefined) return v === null || v === undefined ? a.i - b.i : 1;
+      if (v === null || v === undefined) return -1;
+      const by = typeof u === "string" ? u.localeCompare(v) : u - v;
+      return sign * by || a.i - b.i;
+    });
+    return rows.map((r) => r.c);
+  }
+
+  function setupSort(card, panel) {
+    if (panel.dataset.sortable) return;
+    panel.dataset.sortable = "true";
+    for (const th of panel.querySelectorAll("th[data-sort]")) {
+      th.addEventListener("click", () => {
+        const same = card.scoreSort?.key === th.dataset.sort;
+        const dir = same && card.scoreSort.dir === "ascending" ? "descending" : "ascending";
+        card.scoreSort = { key: th.dataset.sort, dir: same ? dir : "ascending" };
+        for (const h of panel.querySelectorAll("th[data-sort]")) {
+          h.setAttribute("aria-sort", h === th ? card.scoreSort.dir : "none");
+        }
+        drawScorecards(card, card.scorecards);
+      });
+    }
+  }
+
+  // a classifier's recent error rate, block by block (oldest first), as a small line
+  function sparkline(values) {
+    const w = 90;
+    const h = 18;
+    const el = svg("svg", { class: "spark", viewBox: `0 0 ${w} ${h}`, "data-points": values.length });
+    svg("line", { x1: 0, x2: w, y1: h - 1, y2: h - 1 }, el);
+    const step = values.length > 1 ? w / (values.length - 1) : 0;
+    const points = values.map((v, i) => `${(i * step).toFixed(1)},${(h - 1 - (h - 2) * v).toFixed(1)}`);
+    if (values.length === 1) points.push(`${w},${(h - 1 - (h - 2) * values[0]).toFixed(1)}`);
+    if (points.length) svg("polyline", { points: points.join(" ") }, el);
+    svg("title", {}, el).textContent = values.length
+      ? `error rate in blocks of its recent trials, oldest first: ${values.map((v) => rate(v)).join(", ")}`
+      : "no trials yet";
+    return el;
+  }
+
+  function drawScorecards(card, cards) {
+    const panel = card.panel("scorecards");
+    card.scorecards = cards;
+    panel.hidden = !cards || cards.length === 0;
+    if (panel.hidden) return;
+    setupSort(card, panel);
+    const rows = sortCards(cards, card.scoreSort).map((c) => {
+      const tr = document.createElement("tr");
+      tr.dataset.scorecard = c.expert;
+      tr.dataset.retired = String(c.retired);
+      const who = document.createElement("td");
+      who.className = "who";
+      who.textContent = c.expert;
+      who.title = `confusion (true label → its top vote): ${JSON.stringify(c.confusion)}`;
+      tr.appendChild(who);
+      const cells = [
+        ["trials", int(c.trials), c.trials],
+        ["error_rate", rate(c.error_rate), c.error_rate],
+        ["recent_error_rate", rate(c.recent.error_rate), c.recent.error_rate],
+        ["agreement", rate(c.agreement), c.agreement],
+        ["weight", c.weight === null ? "—" : weight(c.weight), c.weight],
+      ];
+      for (const [k, shown, value] of cells) {
+        const td = document.createElement("td");
+        td.className = "num";
+        td.dataset.score = k; // not a data-field: those are the card's own
+        td.dataset.value = value ?? "";
+        td.textContent = shown;
+        tr.appendChild(td);
+      }
+      const spark = document.createElement("td");
+      spark.appendChild(sparkline(c.spark));
+      tr.appendChild(spark);
+      return tr;
+    });
+    panel.querySelector("tbody").replaceChildren(...rows);
   }
 
   // ---- V-Combine's basic learners -------------------------------------------------------

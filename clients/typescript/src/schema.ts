@@ -53,8 +53,9 @@ export interface paths {
         };
         /**
          * Metrics
-         * @description Request latency histograms and the counters of every model the key reaches (read
-         *     from Redis). Needs a read key while auth is on (Prometheus: ``authorization``).
+         * @description Request latency histograms, and the counters of every model the key reaches and
+         *     the scorecards of its classifiers (read from Redis). Needs a read key while auth is
+         *     on (Prometheus: ``authorization``).
          */
         get: operations["metrics_metrics_get"];
         put?: never;
@@ -417,6 +418,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models/{name}/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Alerts
+         * @description The alerts the model's drift watch raised (the latest 64): where a detector over
+         *     the model's mistake stream, or a sub-expert's, found its error rate risen, with the
+         *     rates before and after; as of the model's latest version, the same on every worker.
+         *     With its detector, its recent error rates and its alert config.
+         */
+        get: operations["alerts_v1_models__name__alerts_get"];
+        /**
+         * Configure
+         * @description Set what the model's alerts do from now: POST each to ``webhook_url`` (its host
+         *     must match one of the operator's ``alert_allowed_hosts``: a 422 naming the field
+         *     otherwise), and with ``rollback`` roll the model back on a rise of its error rate.
+         */
+        put: operations["configure_v1_models__name__alerts_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/models/{name}/predict": {
         parameters: {
             query?: never;
@@ -622,7 +652,8 @@ export interface paths {
         /**
          * Stats
          * @description Counters, error rates, confusion counts, the mistake curve, and what the learner
-         *     shows: recycling's internal mistakes, V-Combine's leader, fusion weights.
+         *     shows: recycling's internal mistakes, V-Combine's leader, fusion weights and the
+         *     scorecards of a fusion model's classifiers.
          */
         get: operations["stats_v1_models__name__stats_get"];
         put?: never;
@@ -724,6 +755,98 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * AlertPublic
+         * @description An alert: where a stream's detector fired, and the error rates around it.
+         */
+        AlertPublic: {
+            /**
+             * Seq
+             * @description the log entry at which the detector fired
+             */
+            seq: number;
+            /**
+             * Kind
+             * @constant
+             */
+            kind: "drift";
+            /**
+             * What
+             * @description the stream: model, or expert:<sub-expert>
+             */
+            what: string;
+            /** Detector */
+            detector: string;
+            /**
+             * Before
+             * @description the error rate since the stream's last alert (or its start), before its recent trials (null when there were none)
+             */
+            before: number | null;
+            /**
+             * After
+             * @description the error rate of its recent trials (at most 256)
+             */
+            after: number;
+            /**
+             * Since
+             * @description the log seq of the first of those recent trials
+             */
+            since: number | null;
+            /**
+             * Trials
+             * @description the stream's trials since its last alert
+             */
+            trials: number;
+        };
+        /**
+         * AlertsConfig
+         * @description What a model's alerts do beside being recorded (docs/drift.rst).
+         */
+        AlertsConfig: {
+            /**
+             * Webhook Url
+             * @description POSTed each alert as JSON (retried with back-off, redirects not followed); its host must match one of the operator's alert_allowed_hosts
+             * @example https://hooks.example.com/committee
+             */
+            webhook_url?: string | null;
+            /**
+             * Rollback
+             * @description on a rise of the model's error rate, roll it back to the version before the alert's recent trials (since - 1)
+             * @default false
+             */
+            rollback?: boolean;
+        };
+        /**
+         * AlertsPublic
+         * @description A model's alerts at its latest version (the same on every worker), with its watch's
+         *     figures and its alert config.
+         */
+        AlertsPublic: {
+            /** Model */
+            model: string;
+            /** Version */
+            version: number;
+            /** @description null: none set */
+            config: components["schemas"]["AlertsConfig"] | null;
+            detector: components["schemas"]["DetectorPublic"];
+            /**
+             * Error Rate
+             * @description the model's error rate, its recent trials
+             */
+            error_rate: number | null;
+            /**
+             * Experts
+             * @description each watched sub-expert's error rate, its recent trials
+             */
+            experts: {
+                [key: string]: number | null;
+            };
+            /**
+             * Alerts
+             * @description the latest, oldest first
+             */
+            alerts: components["schemas"]["AlertPublic"][];
+        };
         /** AuditEntryPublic */
         AuditEntryPublic: {
             /**
@@ -1056,6 +1179,20 @@ export interface components {
              * @default 0
              */
             refused?: number;
+        };
+        /** DetectorPublic */
+        DetectorPublic: {
+            /** Kind */
+            kind: string;
+            /** Params */
+            params: {
+                [key: string]: unknown;
+            };
+            /**
+             * Delay
+             * @description the documented delay: trials to an alarm after the error rate steps from 0.1 to 0.4 (models.drift.STEP_DELAY)
+             */
+            delay: number;
         };
         /** EndpointPublic */
         EndpointPublic: {
@@ -1712,6 +1849,63 @@ export interface components {
              */
             version: number;
         };
+        /**
+         * ScorecardPublic
+         * @description One classifier of a fusion model, judged on the trials it voted in (its top vote:
+         *     the label it scored highest, ties to the first label).
+         */
+        ScorecardPublic: {
+            /**
+             * Expert
+             * @description the classifier, as the model's input names it
+             */
+            expert: string;
+            /** Retired */
+            retired: boolean;
+            /**
+             * Trials
+             * @description trials it voted in
+             */
+            trials: number;
+            /**
+             * Mistakes
+             * @description trials whose label was not its top vote
+             */
+            mistakes: number;
+            /** Error Rate */
+            error_rate: number | null;
+            /** @description its last (at most 1,000) trials */
+            recent: components["schemas"]["WindowPublic"];
+            /**
+             * Confusion
+             * @description true label -> its top vote -> n
+             */
+            confusion: {
+                [key: string]: {
+                    [key: string]: number;
+                };
+            };
+            /**
+             * Agreed
+             * @description trials whose served prediction was its top vote
+             */
+            agreed: number;
+            /**
+             * Agreement
+             * @description agreed / trials: its share of the decision
+             */
+            agreement: number | null;
+            /**
+             * Weight
+             * @description its own sub-experts' weight in the learner (subsets' averages not counted); null when the learner has no weights
+             */
+            weight: number | null;
+            /**
+             * Spark
+             * @description error rate of each 50 of its recent trials in turn, oldest first
+             */
+            spark: number[];
+        };
         /** StatePublic */
         StatePublic: {
             /** Model Version */
@@ -1823,8 +2017,13 @@ export interface components {
                 [key: string]: number;
             } | null;
             /**
+             * Scorecards
+             * @description each classifier's scorecard (models whose input has experts; at most 256, those that voted in the most trials), in the input's order
+             */
+            scorecards?: components["schemas"]["ScorecardPublic"][] | null;
+            /**
              * Summary Version
-             * @description the version internal/learners/experts are at
+             * @description the version internal/learners/experts/scorecards are at
              */
             summary_version: number;
         };
@@ -5529,6 +5728,238 @@ export interface operations {
                 };
             };
             /** @description the name does not match its pattern */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    alerts_v1_models__name__alerts_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertsPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name does not match its pattern */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    configure_v1_models__name__alerts_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertsConfig"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertsPublic"];
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than max_body_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json, or has a Content-Encoding */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a field does not fit the schema, or webhook_url's host matches none of alert_allowed_hosts */
             422: {
                 headers: {
                     [name: string]: unknown;
