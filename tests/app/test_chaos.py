@@ -39,9 +39,13 @@ from storage.keys import Keys, Registry
 from storage.repository import Idempotency, LearnGroup, ModelStore
 
 PREFIX = "chaos"
-# a snapshot every few trials; no kernel warm-up (its compiling, tens of seconds on a
-# fresh numba cache, is no part of what is tested here and would slow every restart)
-ENV = {"COMMITTEE_SNAPSHOT_EVERY": "5", "COMMITTEE_WARMUP": "false"}
+# a snapshot every few trials. The kernel warm-up stays on: a worker compiles the request
+# body reader's and the learners' kernels in a thread before /readyz, which the service's
+# start waits for, and a worker uvicorn starts again loads them from the cache that filled.
+# Without it the first requests compile them on the event loop, and on a fresh numba cache
+# a worker answers nothing for tens of seconds (over a minute on a loaded machine), not
+# even a read, and the Redis replies it awaits meanwhile time out as 503s.
+ENV = {"COMMITTEE_SNAPSHOT_EVERY": "5"}
 CLIENTS = 16
 
 
