@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 from harness.redis_cluster import sync_client
 
+from app.service.challenger import MODEL_STATE
 from app.service.live_model import LiveModel
 from storage.codec import decode_entry, encode_instance
 from storage.keys import Keys
@@ -441,6 +442,12 @@ def wait_folded(client: httpx.Client, name: str, timeout: float = 30.0) -> dict[
             return body
         assert time.monotonic() < deadline, f"counters not folded: {body}"
         time.sleep(0.05)
+
+
+def learner_state(kept: bytes) -> Any:
+    """The learner's state in a snapshot's (which may hold challengers' and monitors')."""
+    doc = orjson.loads(kept)
+    return doc["learner"] if isinstance(doc, dict) and doc.get("format") == MODEL_STATE else doc
 
 
 def assert_same_state(a: Any, b: Any, where: str = "state") -> None:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 import orjson
 import pytest
-from _procs import assert_same_state, replay
+from _procs import assert_same_state, learner_state, replay
 from _proxy import Proxy
 from harness.redis_cluster import LocalSentinel, sync_client
 
@@ -128,7 +128,7 @@ async def test_a_worker_whose_applied_entries_a_failover_lost_reloads(
         snap = await b.store.read_snapshot("m")
         assert snap is not None
         at = replay(new_url, PREFIX, "m", states_at=frozenset({snap[0]}))
-        assert_same_state(orjson.loads(snap[1]), at.states[snap[0]])
+        assert_same_state(learner_state(snap[1]), at.states[snap[0]])
     finally:
         for s, c in zip((a, b), clients, strict=True):
             await s.close()

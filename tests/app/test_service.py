@@ -109,17 +109,20 @@ async def test_a_snapshot_takes_its_outcomes_to_fold_as_it_is_sent(
     m = await a.replicas.live("m")
     assert m.unfolded and m.folded < 10  # folded by the next call, or soon after
     started, go = threading.Event(), threading.Event()
-    export = m.export
+    export = m.kept_state
 
     def slow_export() -> bytes:
         started.set()
         go.wait(10)
         return export()
 
-    m.export = slow_export  # type: ignore[method-assign]
+    m.kept_state = slow_export  # type: ignore[method-assign]
     snapshot = asyncio.create_task(a.replicas._snapshot(m))
-    while not started.is_set():
+    for _ in range(10_000):  # the snapshot exports through kept_state
+        if started.is_set():
+            break
         await asyncio.sleep(0.001)
+    assert started.is_set(), "the snapshot never exported the model's state"
     learn = asyncio.create_task(a.trials.learn("m", trials(1, 1)))
     for _ in range(500):  # its script ran (its replay waits for the export)
         if (await a.store.read("m")).version == 11:
