@@ -51,7 +51,7 @@ import numpy as np
 from numba.core.caching import FunctionCache
 from numba.core.dispatcher import Dispatcher
 
-from models.core.instance import AttributeBatch, Attributes, Experts
+from models.core.instance import Attributes, Experts
 from models.drift import DETECTORS
 from models.inputs.batch import RawExperts, RawFeatures
 from models.inputs.space import InputSpace
@@ -276,9 +276,10 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
     weights = getattr(learner, "weights", None)
     if weights is not None:
         weights()
-    learn_prefix = getattr(learner, "learn_prefix", None)
-    if learn_prefix is not None and space.n_classes == 2:  # a worker's batch replay
-        learn_prefix(AttributeBatch.from_instances(xs), ys)
+    for name in ("learn_prefix", "learn_expert_prefix"):  # a worker's, a backtest's replay
+        learn_prefix = getattr(learner, name, None)
+        if learn_prefix is not None:
+            learn_prefix(xs, ys)
     if not round_trip:
         return
     again = from_state(json.loads(json.dumps(learner.export_state())))

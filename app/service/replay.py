@@ -23,6 +23,12 @@ through it. A change of the input (experts, features, labels) is taken by every 
 one that cannot take it stops there.
 
 The replay runs in a thread a chunk of log at a time, the worker serving meanwhile.
+
+Between the points where something else must happen (an early prediction due, a change
+or a reset, a curve point, ``counted_from``, a run joining), each run learns the entries
+as one batch: a learner with a compiled run of trials (``learn_prefix``, over sub-experts
+``learn_expert_prefix``) takes them in one call, with the results of one by one; another
+learner, and a trial whose update is refused, one by one.
 """
 
 from __future__ import annotations
@@ -32,7 +38,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from app.service.live_model import LiveModel
+from models.core.instance import AttributeBatch, Attributes, ExpertBatch, Experts
 from models.core.learner import UpdateRefused
 from storage.codec import (
     LogEntry,
@@ -87,14 +96,22 @@ class Replay:
 
     Every run sits at some version; the replay gives entry ``seq`` to each run at version
     ``seq - 1`` (so a run that starts later joins there), and counts trials after
-    ``counted_from``. Curve points fall every ``every`` versions.
+    ``counted_from``. Curve points fall every ``every`` versions. ``batch`` False: every
+    entry through every run one by one (the results are the same).
     """
 
     def __init__(
-        self, runs: list[Run], counted_from: int, to: int, points: int, look_ahead: int = LOOK_AHEAD
+        self,
+        runs: list[Run],
+        counted_from: int,
+        to: int,
+        points: int,
+        look_ahead: int = LOOK_AHEAD,
+        batch: bool = True,
     ) -> None:
         self.runs = runs
         self.look_ahead = look_ahead
+        self.batch = batch
         self.counted_from = counted_from
         self.to = to
         self.at = min(r.model.version for r in runs)  # the last entry replayed
@@ -137,6 +154,8 @@ class Replay:
             kind = entry_kind(fields)
             if kind == b"r" and any(r.served and r.model.version == seq - 1 for r in self.runs):
                 return seq
+            if self.batch and kind not in (b"c", b"r") and self._learn_run(seq, final):
+                continue
             self.ahead.popleft()
             self._apply(seq, entry_id, fields, kind)
             self.at = seq
@@ -200,7 +219,7 @@ class Replay:
         elif runs:
             counted = seq > self.counted_from
             if seq not in self.decoded:  # (one decoded ahead: the input only grows)
-                self._decode_ahead(seq, entry_id, fields, runs[0].model)
+                self._decode_ahead(seq, [(entry_id, fields)], runs[0].model)
             e = self.decoded.pop(seq)  # None: skipped by every worker, and here
             for r in runs:
                 r.model.version = seq
@@ -211,13 +230,12 @@ class Replay:
                 if r.stopped is None and r.model.version == seq:
                     r.curve.append((seq, r.mistakes))
 
-    def _decode_ahead(
-        self, seq: int, entry_id: bytes, fields: list[bytes], model: LiveModel
-    ) -> None:
-        """Decode entry ``seq`` and those queued after it up to the next change or reset
-        of the input, together (one compiled pass over their instances, against the
-        input as it is there), into :attr:`decoded`: None for one that does not decode."""
-        batch: list[RawEntry] = [(entry_id, fields)]
+    def _decode_ahead(self, seq: int, taken: list[RawEntry], model: LiveModel) -> None:
+        """Decode entry ``seq`` (the first of ``taken``, entries taken off the queue) and
+        those after it up to the next change or reset of the input, together (one
+        compiled pass over their instances, against the input as it is there), into
+        :attr:`decoded`: None for one that does not decode."""
+        batch = list(taken)
         for raw in self.ahead:
             if entry_kind(raw[1]) in (b"c", b"r"):
                 break
@@ -248,3 +266,133 @@ class Replay:
                 r.late += 1
         r.trials += 1
         r.mistakes += predicted != y
+
+    # -- runs of entries learned together --------------------------------------------
+
+    def _learn_run(self, seq: int, final: bool) -> bool:
+        """Replay the queued entries from ``seq`` (at the head) up to the next point where
+        something else must happen, each run taking them as one batch; False when there
+        is no run at ``seq - 1`` (then :meth:`_apply` takes the entry)."""
+        runs = self._at(seq - 1)
+        if not runs:
+            return False
+        raws = self._run_from(seq, final, runs)
+        end = seq + len(raws) - 1
+        for _ in raws:
+            self.ahead.popleft()
+        for s in range(seq, end + 1):
+            if s not in self.decoded:
+                self._decode_ahead(s, raws[s - seq :], runs[0].model)
+        entries = [self.decoded.pop(s) for s in range(seq, end + 1)]
+        trials = [e for e in entries if e is not None and e.x is not None]
+        counted = seq > self.counted_from
+        batch = _batch([e.x for e in trials]) if trials else None  # type: ignore[misc]
+        for r in runs:
+            if batch is None or not self._learn_batch(r, trials, batch, counted):
+                self._one_by_one(r, entries, counted)
+            if r.stopped is None:
+                r.model.version = end
+        self.at = end
+        if end > self.counted_from and (end % self.every == 0 or end == self.to):
+            for r in self.runs:
+                if r.stopped is None and r.model.version == end:
+                    r.curve.append((end, r.mistakes))
+        return True
+
+    def _run_from(self, seq: int, final: bool, runs: list[Run]) -> list[RawEntry]:
+        """The queued entries from ``seq`` to the last before the next point where
+        something else must happen: a change or a reset, an early prediction due, a curve
+        point, ``counted_from``, a run joining, the read-ahead's end (each such entry,
+        after which that happens, included)."""
+        last = self.read - (0 if final else self.look_ahead)
+        joining = {r.model.version for r in self.runs if r.stopped is None} - {seq - 1}
+        counted_from, every, to = self.counted_from, self.every, self.to
+        out: list[RawEntry] = []
+        for raw in self.ahead:
+            s = seq + len(out)
+            if s > last or entry_kind(raw[1]) in (b"c", b"r"):
+                break
+            out.append(raw)
+            if (
+                s in self.due  # predictions served at s: made before entry s + 1
+                or s in joining
+                or s == counted_from
+                or (s > counted_from and (s % every == 0 or s == to))
+            ):
+                break
+        return out
+
+    @staticmethod
+    def _one_by_one(r: Run, entries: list[LogEntry | None], counted: bool) -> None:
+        for e in entries:
+            if e is None or r.stopped is not None:
+                continue
+            r.model.version = e.seq
+            if e.x is not None:
+                Replay._trial(r, e.seq, e.x, e.y, e.predicted, counted)
+        # (a skipped entry at the end: every run's version moves past it alike)
+
+    @staticmethod
+    def _learn_batch(
+        r: Run, trials: list[LogEntry], batch: AttributeBatch | ExpertBatch, counted: bool
+    ) -> bool:
+        """Learn ``trials`` (``batch`` their instances) by the run's compiled run of
+        trials and count them as :meth:`_trial` does; False, with nothing learned, where
+        the learner has none or the batch does not fit it (then one by one)."""
+        m = r.model
+        name = "learn_prefix" if isinstance(batch, AttributeBatch) else "learn_expert_prefix"
+        learn_prefix = getattr(m.learner, name, None)
+        if learn_prefix is None:
+            return False
+        labels = [m.labels[e.y] for e in trials]
+        at = 0
+        while at < len(trials):
+            part = batch if at == 0 else batch.between(at, len(trials))
+            try:
+                mistakes, _, done = learn_prefix(part, labels[at:])
+            except Exception:  # an instance or label it does not take: one by one
+                if at == 0:
+                    return False
+                mistakes, done = np.zeros(0, dtype=bool), 0
+            Replay._count(r, trials[at : at + done], mistakes[:done], counted)
+            at += done
+            if at < len(trials):  # a refused update, or what it could not take
+                e = trials[at]
+                m.version = e.seq
+                Replay._trial(r, e.seq, e.x, e.y, e.predicted, counted)
+                if r.stopped is not None:
+                    return True
+                at += 1
+        return True
+
+    @staticmethod
+    def _count(r: Run, trials: list[LogEntry], own: np.ndarray, counted: bool) -> None:
+        """Count ``trials`` learned together, the learner's own mistakes ``own``, as
+        :meth:`_trial` counts each."""
+        mistakes = int(np.count_nonzero(own))
+        for i, e in enumerate(trials):
+            if e.predicted is None:
+                continue
+            early = r.early.pop(e.seq, None)
+            if not counted:
+                continue
+            mistakes -= bool(own[i])  # judged by another prediction
+            if r.served:
+                mistakes += e.predicted != e.y
+            elif early is not None:
+                mistakes += early != e.y
+            else:
+                r.late += 1
+                mistakes += bool(own[i])
+        if counted:
+            r.trials += len(trials)
+            r.mistakes += mistakes
+
+
+def _batch(xs: list[Attributes | Experts]) -> AttributeBatch | ExpertBatch | None:
+    """The instances ``xs`` as one batch of their form (None: of mixed forms)."""
+    if all(type(x) is Experts for x in xs):
+        return ExpertBatch.from_instances(xs)  # type: ignore[arg-type]
+    if all(type(x) is Attributes for x in xs):
+        return AttributeBatch.from_instances(xs)
+    return None

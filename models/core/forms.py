@@ -3,15 +3,45 @@ learners over sub-experts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from models.core.hypothesis import LinearHypothesis, LinearMaxHypothesis
-from models.core.instance import AttributeBatch, Attributes
+from models.core.hypothesis import Label, LinearHypothesis, LinearMaxHypothesis
+from models.core.instance import (
+    AttributeBatch,
+    Attributes,
+    ExpertBatch,
+    Experts,
+    InvalidInstance,
+)
 from models.core.learner import Learner
+from models.kernels.dispatch import binary_fit_batch
 
-__all__ = ["BinaryLearner", "MulticlassLearner"]
+__all__ = ["BinaryLearner", "MulticlassLearner", "RunKernel"]
+
+#: A compiled run of trials: (batch, class or sign of each, mistakes, updates) -> the
+#: trials applied (see :func:`learned_prefix`).
+RunKernel = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], int]
+
+
+def learned_prefix(
+    learner: Learner, batch: Any, ys: np.ndarray, run: RunKernel
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Learn the trials of ``batch`` in order by ``run``, as many as it applies, and count
+    them: (mistakes, updates, trials applied), as :meth:`BalancedWinnow.learn_prefix`
+    says. ``run`` stops at a trial whose update it refuses, which changes nothing; that
+    trial's flags are cleared."""
+    if len(ys) != len(batch):
+        raise InvalidInstance(f"{len(batch)} instances but {len(ys)} labels")
+    mistakes = np.zeros(ys.size, dtype=bool)
+    updates = np.zeros(ys.size, dtype=bool)
+    done = int(run(batch, ys, mistakes, updates))
+    if done < ys.size:
+        mistakes[done] = updates[done] = False
+    learner.count_run(mistakes[:done], updates[:done])
+    return mistakes, updates, done
 
 
 class BinaryLearner(Learner):
@@ -60,6 +90,20 @@ class BinaryLearner(Learner):
         self._check.fit(batch)
         return batch
 
+    def _compiled_prefix(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray, int]:
+        """``learn_prefix`` of a learner whose trial is :func:`binary_fit` of its
+        ``kernel_state`` (one compiled loop over the trials, the same calls in order)."""
+        batch = self.coerce_batch(xs)
+        signs = np.array([1 - 2 * self.class_of(y) for y in ys], dtype=np.int64)
+        state = self.kernel_state()
+        assert state is not None
+        fam, w, s, p = state
+
+        def run(b: AttributeBatch, y: np.ndarray, m: np.ndarray, u: np.ndarray) -> int:
+            return int(binary_fit_batch(fam, w, s, p, b.indptr, b.indices, b.values, y, m, u))
+
+        return learned_prefix(self, batch, signs, run)
+
     def margin(self, x: Any) -> float:
         x = self.coerce(x)
         return self._margin(x.indices, x.values)
@@ -98,6 +142,25 @@ class MulticlassLearner(Learner):
     def weights(self) -> np.ndarray:  # pragma: no cover - interface
         """The effective weight vector, one entry per sub-expert."""
         raise NotImplementedError
+
+    def coerce_batch(self, xs: Any) -> ExpertBatch:
+        """An :class:`ExpertBatch` (or a sequence of instances) checked against this
+        learner."""
+        if not isinstance(xs, ExpertBatch):
+            items = list(xs)
+            if not all(type(x) is Experts for x in items):
+                items = [self.coerce(x) for x in items]
+            xs = ExpertBatch.from_instances(items)
+        self._check.fit(xs)
+        return xs
+
+    def _compiled_prefix(
+        self, xs: Any, ys: Sequence[Label], run: RunKernel
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """``learn_prefix`` by the compiled run ``run`` over class indices."""
+        batch = self.coerce_batch(xs)
+        classes = np.array([self.class_of(y) for y in ys], dtype=np.int64)
+        return learned_prefix(self, batch, classes, run)
 
     def snapshot(self) -> LinearMaxHypothesis:
         return LinearMaxHypothesis(self.weights(), self.labels, self._check)

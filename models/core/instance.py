@@ -32,10 +32,12 @@ from models.kernels.instances import (
 __all__ = [
     "AttributeBatch",
     "Attributes",
+    "ExpertBatch",
     "Experts",
     "InvalidInstance",
     "attributes_as_experts",
     "concat_experts",
+    "consecutive_expert_rows",
     "consecutive_rows",
     "threshold_experts",
 ]
@@ -373,13 +375,18 @@ class AttributeBatch:
 def consecutive_rows(xs: Sequence[Any]) -> tuple[AttributeBatch, int] | None:
     """``(batch, t)`` when ``xs`` are rows ``t``, ``t + 1``, ... of one batch, in order,
     as :meth:`Attributes.rows` made them; None otherwise (or when ``xs`` is empty)."""
-    first = xs[0].source if xs and type(xs[0]) is Attributes else None
+    return _consecutive(xs, Attributes)
+
+
+def _consecutive(xs: Sequence[Any], kind: type) -> Any:
+    """:func:`consecutive_rows` of instances of ``kind``."""
+    first = getattr(xs[0], "source", None) if xs and type(xs[0]) is kind else None
     if first is None:
         return None
     batch, t = first
     try:
         got = list(map(_SOURCE, xs))
-    except AttributeError:  # not all attributes
+    except AttributeError:  # one without a source
         return None
     if got != list(zip(itertools.repeat(batch), range(t, t + len(xs)), strict=False)):
         return None
@@ -410,9 +417,13 @@ class Experts:
     >>> x = Experts.from_dense([[1, 0], [0, 1], [0.5, 0.5]])
     >>> x.expert.tolist(), x.cls.tolist(), x.value.tolist()
     ([0, 1, 2, 2], [0, 1, 0, 1], [1.0, 1.0, 0.5, 0.5])
+
+    An instance read as one row of a batch (:meth:`rows`) keeps the batch and its row in
+    ``source``, as :class:`Attributes` does (:func:`consecutive_expert_rows`); None
+    otherwise (or unset).
     """
 
-    __slots__ = ("cls", "expert", "high", "low", "n_classes", "size", "value")
+    __slots__ = ("cls", "expert", "high", "low", "n_classes", "size", "source", "value")
 
     expert: np.ndarray
     cls: np.ndarray
@@ -421,6 +432,7 @@ class Experts:
     n_classes: int
     low: float
     high: float
+    source: tuple[ExpertBatch, int] | None
 
     def __init__(self, expert: Any, cls: Any, value: Any) -> None:
         e = _as_indices(expert, "expert indices")
@@ -456,7 +468,7 @@ class Experts:
         if not ok:
             return None
         obj = cls.__new__(cls)
-        obj.expert, obj.cls, obj.value = e, c, v
+        obj.expert, obj.cls, obj.value, obj.source = e, c, v, None
         obj.size = int(e[-1]) + 1 if e.size else 0
         obj.n_classes, obj.low, obj.high = n_classes, low, high
         for a in (e, c, v):
@@ -499,11 +511,15 @@ class Experts:
     ) -> list[Experts]:
         """One instance per row of the triples ``(e, c, v)`` (int64, int64, float64, as
         an instance keeps them): row ``t`` the triples ``ptr[t]:ptr[t + 1]``, with its
-        extent, classes and value range; each views the shared arrays, made read-only."""
-        arrays = [np.ascontiguousarray(a) for a in (e, c, v)]
-        for arr in arrays:
+        extent, classes and value range; each views the shared arrays, made read-only,
+        with its row of the batch they make as ``source``."""
+        e, c, v = (np.ascontiguousarray(a) for a in (e, c, v))
+        # the batch keeps the arrays writable (the compiled learners take one kind), its
+        # rows read-only views of them
+        batch = ExpertBatch.trusted(ptr, e, c, v)
+        e, c, v = e.view(), c.view(), v.view()
+        for arr in (e, c, v):
             arr.flags.writeable = False
-        e, c, v = arrays
         bounds = ptr.tolist()
         out = []
         for t, (s, n_classes, lo, hi) in enumerate(
@@ -513,6 +529,7 @@ class Experts:
             a, b = bounds[t], bounds[t + 1]
             x.expert, x.cls, x.value = e[a:b], c[a:b], v[a:b]
             x.size, x.n_classes, x.low, x.high = s, n_classes, lo, hi
+            x.source = (batch, t)
             out.append(x)
         return out
 
@@ -532,12 +549,12 @@ class Experts:
         for a in (e, c, v):
             a.flags.writeable = False
         x = cls.__new__(cls)
-        x.expert, x.cls, x.value = e, c, v
+        x.expert, x.cls, x.value, x.source = e, c, v, None
         x.size, x.n_classes, x.low, x.high = size, n_classes, low, high
         return x
 
     def _set(self, e: np.ndarray, c: np.ndarray, v: np.ndarray, size: int | None = None) -> None:
-        self.expert, self.cls, self.value = e, c, v
+        self.expert, self.cls, self.value, self.source = e, c, v, None
         self.size = int(e[-1]) + 1 if e.size else 0
         if size is not None:
             self.size = max(self.size, size)
@@ -605,6 +622,78 @@ class Experts:
 
     def __repr__(self) -> str:
         return f"Experts(n={self.size}, votes={len(self)})"
+
+
+class ExpertBatch:
+    """Many sub-expert instances in CSR form: row t is the triples
+    ``expert/cls/value[indptr[t]:indptr[t+1]]``, each row as :class:`Experts` keeps it.
+
+    ``size``, ``n_classes``, ``low`` and ``high`` are the largest extent and class count
+    and the value range over every row, so a learner checks the batch as it checks one
+    instance, and a batch that fits is one whose every row fits.
+    """
+
+    __slots__ = ("cls", "expert", "high", "indptr", "low", "n_classes", "size", "value")
+
+    expert: np.ndarray
+    cls: np.ndarray
+    value: np.ndarray
+    indptr: np.ndarray
+    size: int
+    n_classes: int
+    low: float
+    high: float
+
+    @classmethod
+    def trusted(cls, ptr: np.ndarray, e: np.ndarray, c: np.ndarray, v: np.ndarray) -> ExpertBatch:
+        """The batch of rows already as instances keep them (int64 ``ptr`` from 0, int64
+        ``e`` and ``c``, each row's pairs ascending, finite non-zero float64 ``v``),
+        unchecked; the arrays are taken, not copied."""
+        obj = cls.__new__(cls)
+        obj.indptr, obj.expert, obj.cls, obj.value = ptr, e, c, v
+        obj.size = int(e.max()) + 1 if e.size else 0
+        obj.n_classes = int(c.max()) + 1 if c.size else 0
+        obj.low = float(v.min()) if v.size else 0.0
+        obj.high = float(v.max()) if v.size else 0.0
+        if v.size and bool((ptr[1:] == ptr[:-1]).any()):  # an empty row's range is [0, 0]
+            obj.low, obj.high = min(obj.low, 0.0), max(obj.high, 0.0)
+        return obj
+
+    def between(self, a: int, b: int) -> ExpertBatch:
+        """Rows ``a`` to ``b - 1`` as a batch of their own (views of this one's arrays)."""
+        if a == 0 and b == len(self):
+            return self
+        lo, hi = int(self.indptr[a]), int(self.indptr[b])
+        ptr = self.indptr[a : b + 1] - lo
+        return ExpertBatch.trusted(ptr, self.expert[lo:hi], self.cls[lo:hi], self.value[lo:hi])
+
+    @classmethod
+    def from_instances(cls, xs: Sequence[Experts]) -> ExpertBatch:
+        """The batch of instances ``xs``: the arrays of the batch they are consecutive
+        rows of (:func:`consecutive_expert_rows`), else theirs joined."""
+        run = consecutive_expert_rows(xs)
+        if run is not None:
+            batch, t = run
+            return batch.between(t, t + len(xs))
+        ptr = np.zeros(len(xs) + 1, dtype=np.int64)
+        np.cumsum([x.expert.size for x in xs], out=ptr[1:])
+        if not xs:
+            return cls.trusted(ptr, _EMPTY_I, _EMPTY_I, _EMPTY_F)
+        return cls.trusted(
+            ptr,
+            np.concatenate([x.expert for x in xs]),
+            np.concatenate([x.cls for x in xs]),
+            np.concatenate([x.value for x in xs]),
+        )
+
+    def __len__(self) -> int:
+        return int(self.indptr.size - 1)
+
+
+def consecutive_expert_rows(xs: Sequence[Any]) -> tuple[ExpertBatch, int] | None:
+    """:func:`consecutive_rows` of sub-expert instances, as :meth:`Experts.rows` made
+    them."""
+    return _consecutive(xs, Experts)
 
 
 def attributes_as_experts(x: Attributes, k: int, offset: int = 0) -> Experts:

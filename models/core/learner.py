@@ -347,6 +347,15 @@ class Learner:
             self.version_ += 1
         self.version_ += changes
 
+    def count_run(self, mistakes: np.ndarray, updates: np.ndarray) -> None:
+        """:meth:`count` of each trial of a run learned together, its mistake and update
+        flags in ``mistakes`` and ``updates``."""
+        n_upd = int(np.count_nonzero(updates))
+        self.trials_ += int(mistakes.shape[0])
+        self.mistakes_ += int(np.count_nonzero(mistakes))
+        self.updates_ += n_upd
+        self.version_ += n_upd
+
     def moved(self, changes: int = 1) -> None:
         """Count changes of hypothesis besides a trial's own update (a recycled update,
         an average that moves with its learner)."""

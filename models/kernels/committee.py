@@ -13,7 +13,7 @@ from models.kernels.common import (
 from models.kernels.weighted_majority import share
 from models.kernels.winnow import demoted
 
-__all__ = ["DRIFT", "HIGH", "LOW", "RECOUNT_EVERY", "UNTOUCHED", "learn"]
+__all__ = ["DRIFT", "HIGH", "LOW", "RECOUNT_EVERY", "UNTOUCHED", "learn", "learn_batch"]
 
 
 # R = sum(r) is kept as a running sum so a trial stays O(active). Its rounding error is
@@ -75,3 +75,21 @@ def learn(r, sc, la, floor, alpha, expert, cls, value, k, y, wf, wi):  # type: i
         sc[2] = total
     sc[0] = total
     return pred, True
+
+
+@njit(cache=True, nogil=True)
+def learn_batch(  # type: ignore[no-untyped-def]
+    r, sc, la, floor, alpha, indptr, expert, cls, value, k, ys, mistakes, updates, wf, wi
+):  # pragma: no cover
+    """:func:`learn` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
+    class ``ys[t]``, in order, into ``mistakes`` and ``updates``; returns the rows
+    applied (all: Committee refuses no update). ``wf`` and ``wi`` as for :func:`learn`,
+    for the longest row."""
+    for t in range(ys.shape[0]):
+        lo, hi = indptr[t], indptr[t + 1]
+        pred, upd = learn(
+            r, sc, la, floor, alpha, expert[lo:hi], cls[lo:hi], value[lo:hi], k, ys[t], wf, wi
+        )
+        mistakes[t] = pred != ys[t]
+        updates[t] = upd
+    return ys.shape[0]

@@ -47,6 +47,7 @@ from models.kernels.families import (
 
 __all__ = [
     "binary_fit",
+    "binary_fit_batch",
     "effective_weight",
     "learn_any",
     "subexpert_learn",
@@ -85,6 +86,22 @@ def binary_fit(fam, W, S, P, idx, val, y, force):  # type: ignore[no-untyped-def
             force,
         )
     return pred, 1 if upd else 0
+
+
+@njit(cache=True, nogil=True)
+def binary_fit_batch(fam, W, S, P, indptr, idx, val, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """:func:`binary_fit` of each row ``t`` (``indptr[t]:indptr[t + 1]``) with sign
+    ``ys[t]``, in order, into ``mistakes`` and ``updates``; returns the rows applied,
+    fewer than all when one was refused (its mistake is left in ``mistakes`` to be read
+    back, and nothing after it is applied)."""
+    for t in range(ys.shape[0]):
+        lo, hi = indptr[t], indptr[t + 1]
+        pred, status = binary_fit(fam, W, S, P, idx[lo:hi], val[lo:hi], ys[t], False)
+        mistakes[t] = pred != ys[t]
+        if status == 2:
+            return t
+        updates[t] = status == 1
+    return ys.shape[0]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -6,7 +6,7 @@ from numba import njit
 
 from models.kernels.common import argmax_first, linear_max_scores, slice_difference
 
-__all__ = ["CEILING", "learn"]
+__all__ = ["CEILING", "learn", "learn_batch"]
 
 
 #: No weight reaches this: an update that would push one to it is refused, whole. A score
@@ -34,3 +34,19 @@ def learn(w, alpha, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  
         else:
             w[zi[j]] /= f
     return pred, 1 if zi.shape[0] > 0 else 0
+
+
+@njit(cache=True, nogil=True)
+def learn_batch(w, alpha, indptr, expert, cls, value, k, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
+    """:func:`learn` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
+    class ``ys[t]``, in order, into ``mistakes`` and ``updates``; returns the rows applied,
+    fewer than all when one was refused (its mistake is left in ``mistakes`` to be read
+    back, and nothing after it is applied)."""
+    for t in range(ys.shape[0]):
+        lo, hi = indptr[t], indptr[t + 1]
+        pred, status = learn(w, alpha, expert[lo:hi], cls[lo:hi], value[lo:hi], k, ys[t])
+        mistakes[t] = pred != ys[t]
+        if status == 2:
+            return t
+        updates[t] = status == 1
+    return ys.shape[0]

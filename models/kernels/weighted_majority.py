@@ -8,7 +8,7 @@ from numba import njit
 from models.kernels.common import argmax_first
 from models.kernels.winnow import demoted
 
-__all__ = ["LOW", "UNTOUCHED", "half_brier", "learn", "share", "votes"]
+__all__ = ["LOW", "UNTOUCHED", "half_brier", "learn", "learn_batch", "share", "votes"]
 
 
 LOW = 1e-200
@@ -127,3 +127,35 @@ def learn(u, sc, lb, floor, alpha, brier, every_trial, expert, cls, value, k, y)
         sc[1] = total
     sc[0] = total
     return pred, changed
+
+
+@njit(cache=True, nogil=True)
+def learn_batch(  # type: ignore[no-untyped-def]
+    u,
+    sc,
+    lb,
+    floor,
+    alpha,
+    brier,
+    every_trial,
+    indptr,
+    expert,
+    cls,
+    value,
+    k,
+    ys,
+    mistakes,
+    updates,
+):  # pragma: no cover
+    """:func:`learn` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
+    class ``ys[t]``, in order, into ``mistakes`` and ``updates``; returns the rows
+    applied (all: Weighted Majority refuses no update)."""
+    for t in range(ys.shape[0]):
+        lo, hi = indptr[t], indptr[t + 1]
+        pred, changed = learn(
+            u, sc, lb, floor, alpha, brier, every_trial,
+            expert[lo:hi], cls[lo:hi], value[lo:hi], k, ys[t],
+        )  # fmt: skip
+        mistakes[t] = pred != ys[t]
+        updates[t] = changed
+    return ys.shape[0]

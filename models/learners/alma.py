@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -246,6 +246,15 @@ class ALMA(BinaryLearner):
 
     def rescales(self) -> bool:
         return True
+
+    def learn_prefix(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray, int]:
+        """Learn a run of trials in one compiled loop, with the results and the state of
+        one by one: (mistakes, updates, trials applied: all, as ALMA refuses no update).
+
+        ``xs`` is an :class:`~models.core.instance.AttributeBatch` or a sequence of
+        instances.
+        """
+        return self._compiled_prefix(xs, ys)
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         knobs = (float(self._recompute_every), float(self._fold_below))

@@ -9,7 +9,7 @@ import numpy as np
 
 from models.core.forms import MulticlassLearner
 from models.core.hypothesis import Label, LinearMaxHypothesis
-from models.core.instance import Experts
+from models.core.instance import ExpertBatch, Experts
 from models.core.learner import Learner
 from models.core.params import MAX_SIZE, Integer, Labels, Real
 from models.core.state import InvalidState
@@ -186,6 +186,31 @@ class Committee(MulticlassLearner):
         return kernel.learn(
             self.r_, self.scalars_, self._la, prm[fam.COMMITTEE_FLOOR], prm[fam.COMMITTEE_SHARE],
             x.expert, x.cls, x.value, self._k, c, wf, wi,
+        )  # fmt: skip
+
+    def learn_expert_prefix(
+        self, xs: Any, ys: Sequence[Label]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Learn a run of trials in one compiled loop, with the results and the state of
+        one by one: (mistakes, updates, trials applied: all, as Committee refuses no update).
+
+        ``xs`` is an :class:`~models.core.instance.ExpertBatch` or a sequence of instances.
+        (Named apart from the attribute learners' ``learn_prefix``, which a worker's
+        replay takes for any binary model with an attribute batch.)
+        """
+        return self._compiled_prefix(xs, ys, self._learn_run)
+
+    def _learn_run(
+        self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray
+    ) -> int:
+        wf, wi = self._scratch(int(np.diff(b.indptr).max(initial=0)))
+        prm = self._prm
+        return int(
+            kernel.learn_batch(
+                self.r_, self.scalars_, self._la, prm[fam.COMMITTEE_FLOOR],
+                prm[fam.COMMITTEE_SHARE], b.indptr, b.expert, b.cls, b.value, self._k,
+                ys, mistakes, updates, wf, wi,
+            )
         )  # fmt: skip
 
     def linear_rows(self, idx: np.ndarray | None = None) -> np.ndarray:

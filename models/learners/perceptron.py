@@ -10,6 +10,7 @@ VALUE_LIMIT; no update can then overflow, so the Perceptron never refuses one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -99,6 +100,15 @@ class Perceptron(BinaryLearner):
 
     def _check_params(self) -> None:
         self._prm = fam.pack({fam.PERCEPTRON_ETA: self.eta})
+
+    def learn_prefix(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray, int]:
+        """Learn a run of trials in one compiled loop, with the results and the state of
+        one by one: (mistakes, updates, trials applied: all, as the Perceptron refuses no update).
+
+        ``xs`` is an :class:`~models.core.instance.AttributeBatch` or a sequence of
+        instances.
+        """
+        return self._compiled_prefix(xs, ys)
 
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         return fam.PERCEPTRON, self.w_[None, :], _NO_SCALARS, self._prm

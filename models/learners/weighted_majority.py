@@ -9,7 +9,7 @@ import numpy as np
 
 from models.core.forms import MulticlassLearner
 from models.core.hypothesis import Hypothesis, InstanceCheck, Label
-from models.core.instance import Experts
+from models.core.instance import ExpertBatch, Experts
 from models.core.learner import Learner
 from models.core.params import MAX_SIZE, Integer, Labels, Options, Real
 from models.core.state import InvalidState
@@ -192,6 +192,30 @@ class WeightedMajority(MulticlassLearner):
             self.n_classes,
             c,
         )
+
+    def learn_expert_prefix(
+        self, xs: Any, ys: Sequence[Label]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Learn a run of trials in one compiled loop, with the results and the state of
+        one by one: (mistakes, updates, trials applied: all, as Weighted Majority refuses no
+        update).
+
+        ``xs`` is an :class:`~models.core.instance.ExpertBatch` or a sequence of instances.
+        (Named apart from the attribute learners' ``learn_prefix``, which a worker's
+        replay takes for any binary model with an attribute batch.)
+        """
+        return self._compiled_prefix(xs, ys, self._learn_run)
+
+    def _learn_run(
+        self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray
+    ) -> int:
+        return int(
+            kernel.learn_batch(
+                self.u_, self.scalars_, float(self.beta), float(self.weight_floor),
+                float(self.fixed_share), float(self.brier), self.update == "every_trial",
+                b.indptr, b.expert, b.cls, b.value, self.n_classes, ys, mistakes, updates,
+            )
+        )  # fmt: skip
 
     def weights(self) -> np.ndarray:
         return self.u_.copy()

@@ -206,6 +206,15 @@ class Winnow(BinaryLearner):
     def linear_coef(self) -> np.ndarray:
         return np.ones(1)
 
+    def learn_prefix(self, xs: Any, ys: Sequence[Label]) -> tuple[np.ndarray, np.ndarray, int]:
+        """Learn a run of trials in one compiled loop, with the results and the state of
+        one by one: (mistakes, updates, trials applied: all, as Winnow refuses no update).
+
+        ``xs`` is an :class:`~models.core.instance.AttributeBatch` or a sequence of
+        instances.
+        """
+        return self._compiled_prefix(xs, ys)
+
     def kernel_state(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         return fam.WINNOW, self.w_[None, :], _NO_SCALARS, self._prm
 

@@ -62,11 +62,16 @@ def _log(seed: int, n: int, far: int) -> tuple[list[tuple[bytes, list[bytes]]], 
 
 
 def _replay(
-    log: list[tuple[bytes, list[bytes]]], specs: list[dict[str, Any]], look_ahead: int, step: int
+    log: list[tuple[bytes, list[bytes]]],
+    specs: list[dict[str, Any]],
+    look_ahead: int,
+    step: int,
+    batch: bool = True,
+    counted_from: int = 0,
 ) -> Replay:
     runs = [Run(CONFIG["learner"], _model(), served=True)]
     runs += [Run(spec, _model(spec)) for spec in specs]
-    replay = Replay(runs, 0, len(log), 10, look_ahead)
+    replay = Replay(runs, counted_from, len(log), 10, look_ahead, batch=batch)
     for i in range(0, len(log), step):
         replay.take(log[i : i + step])
         assert replay.advance(final=i + step >= len(log)) is None
@@ -160,3 +165,65 @@ def test_a_candidate_that_cannot_take_a_change_stops_there() -> None:
     assert model.trials == 60 and other.trials == 50
     assert other.stopped is not None and other.stopped["version"] == 51
     assert "init_weights" in other.stopped["reason"]
+
+
+#: kinds with a compiled run of trials, one that refuses updates, and one without (a
+#: wrapper: one by one)
+KINDS = [
+    CONFIG["learner"],
+    OTHER,
+    {"kind": "weighted-majority", "beta": 0.4, "brier": 1.0},
+    {"kind": "fusion"},
+    {"kind": "multiclass-winnow", "alpha": 1e305},
+    {"kind": "averaging", "learner": {"kind": "committee"}},
+]
+
+
+def _results(replay: Replay) -> list[Any]:
+    """Everything a replay counts, and each run's learner state."""
+    return [(r.result(), r.model.version, r.model.learner.export_state()) for r in replay.runs]
+
+
+@pytest.mark.parametrize("step", [1, 7, 300, 10_000])
+@pytest.mark.parametrize("counted_from", [0, 123])
+def test_runs_learned_together_count_what_one_by_one_counts(step: int, counted_from: int) -> None:
+    log, _ = _log(seed=11, n=700, far=30)
+    for i in range(9, 700, 97):  # and a few entries that no longer decode
+        fields = list(log[i][1])
+        fields[fields.index(b"x") + 1] = b"not an instance"
+        log[i] = (log[i][0], fields)
+    got = [
+        _results(_replay(log, KINDS, 40, step, batch=batch, counted_from=counted_from))
+        for batch in (True, False)
+    ]
+    assert got[0] == got[1]
+    refusing = got[0][5][0]
+    assert refusing["trials"] > 0 and refusing["stopped"] is None
+
+
+def test_runs_learned_together_meet_resets_and_changes_as_one_by_one() -> None:
+    log, _ = _log(seed=12, n=150, far=5)
+    log.append((b"151-0", [b"k", b"r", b"w", b"2"]))
+    more, _ = _log(seed=13, n=60, far=4)
+    log += [(b"%d-0" % (152 + i), f) for i, (_, f) in enumerate(more)]
+    change = orjson.dumps({"experts": {"add": ["e3"]}})
+    log.append((b"212-0", [b"k", b"c", b"c", change, b"w", b"3"]))
+    tail, _ = _log(seed=14, n=40, far=0)
+    log += [(b"%d-0" % (213 + i), f) for i, (_, f) in enumerate(tail)]
+    fixed = {"kind": "multiclass-winnow", "init_weights": [1.0] * _model().size}
+
+    def replay(batch: bool) -> list[Any]:
+        runs = [Run(CONFIG["learner"], _model(), served=True)]
+        runs += [Run(spec, _model(spec)) for spec in [*KINDS[1:], fixed]]
+        replay = Replay(runs, 20, len(log), 7, look_ahead=10, batch=batch)
+        replay.take(log)
+        assert replay.advance(final=True) == 151
+        fresh = _model()
+        fresh.version = 151
+        replay.reset(151, fresh)
+        assert replay.advance(final=True) is None
+        return _results(replay)
+
+    together, alone = replay(True), replay(False)
+    assert together == alone
+    assert together[-1][0]["stopped"]["version"] == 212  # (the fixed one cannot grow)
