@@ -214,7 +214,7 @@ def _own(x: Attributes | Experts) -> Attributes | Experts:
     if isinstance(x, Experts):
         e, c, v = x.expert, x.cls, x.value
         y = Experts.__new__(Experts)
-        y.expert, y.cls, y.value = _copy(e), _copy(c), _copy(v)
+        y.expert, y.cls, y.value, y.source = _copy(e), _copy(c), _copy(v), None
         y.size, y.n_classes, y.low, y.high = x.size, x.n_classes, x.low, x.high
         return y
     i, w = x.indices, x.values
