@@ -9,9 +9,16 @@ then parses the body with a full JSON parser (:mod:`app.http.bodies`).
 
 Spans are rows of (key start, key end, value start, value end, value kind), the kind one
 of the lexer's ``KIND_*``, re-exported here with the readers.
+
+The readers are used once compiled (:func:`ready`): a worker's warm-up compiles them off
+the event loop; without one, the first body that asks starts compiling them in a thread
+of their own and bodies are read by the full parser meanwhile, so no request waits on
+the compiler.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numba import njit
@@ -46,6 +53,7 @@ __all__ = [
     "MAX_MEMBERS",
     "batch_members",
     "members",
+    "ready",
     "trial_members",
     "warm",
 ]
@@ -278,6 +286,10 @@ def batch_members(
     return n, spans, m, counts[:m], rows[:m], instances[:m]
 
 
+_compiled = threading.Event()  # set once both readers are compiled in this process
+_compiling = threading.Lock()  # held by the thread that compiles them
+
+
 def warm() -> None:
     """Compile both readers (or load them from numba's cache), on bodies of both instance
     forms, read-only as a request's bytes are."""
@@ -286,3 +298,20 @@ def warm() -> None:
         trial_members(np.frombuffer(trial, dtype=np.uint8))
         batch = b'{"items": [%s, %s]}' % (trial, trial)
         batch_members(np.frombuffer(batch, dtype=np.uint8), 9)
+    _compiled.set()
+
+
+def _warm_once() -> None:
+    with _compiling:
+        if not _compiled.is_set():
+            warm()
+
+
+def ready() -> bool:
+    """Whether the readers are compiled. The first call that finds them not starts
+    compiling them in a background thread; until it is done, read bodies otherwise."""
+    if _compiled.is_set():
+        return True
+    if not _compiling.locked():
+        threading.Thread(target=_warm_once, name="reader-warmup", daemon=True).start()
+    return False

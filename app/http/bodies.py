@@ -11,7 +11,8 @@ Numbers are read as orjson reads them (an integer beyond 64 bits becomes a float
 in the few bodies orjson refuses but pydantic reads (``NaN``, ``Infinity``).
 
 A trial's body whose instance is ``{"experts": {...}}`` or ``{"features": {...}}`` alone
-is read faster still by :func:`read_trial`: a compiled pass checks the whole text and
+is read faster still by :func:`read_trial`, once its reader is compiled
+(:func:`app.core.jsontext.ready`): a compiled pass checks the whole text and
 finds its members, and that object stays text (:class:`~models.inputs.batch.RawExperts`,
 :class:`~models.inputs.batch.RawFeatures`), which the model reads straight from it. A
 body that pass does not read, or whose other members do not plainly fit, is read by
@@ -49,6 +50,7 @@ from app.core.jsontext import (
     KIND_STRING,
     KIND_TRUE,
     batch_members,
+    ready,
     trial_members,
 )
 from app.core.names import TrialId
@@ -283,7 +285,7 @@ def read_trial(
     The members: ``instance``; ``trial_id``, null or an id; ``track``, a boolean;
     ``label``, a string of at most 256 characters or an integer; ``op``, a string;
     ``id``, null, a string of at most 256 characters or an integer."""
-    if not _may_hold_instance(raw, required):
+    if not _may_hold_instance(raw, required) or not ready():
         return None
     n, spans, e0, e1, form = trial_members(np.frombuffer(raw, dtype=np.uint8))
     if n < 0:
@@ -302,7 +304,7 @@ def read_batch(
     ``track``, a boolean or null, is read), whose every item is a trial as
     :func:`read_trial` reads it, at most ``most`` of them: the items, and the other
     members; None when it is not plainly so (then read it with :meth:`Body.read`)."""
-    if not _may_hold_instance(raw, required):
+    if not _may_hold_instance(raw, required) or not ready():
         return None
     n, spans, m, counts, rows, instances = batch_members(np.frombuffer(raw, dtype=np.uint8), most)
     if n < 0 or m <= 0:

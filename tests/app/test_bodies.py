@@ -5,6 +5,7 @@ left to it."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.core import jsontext
 from app.core.errors import BadInput, TrialNotFound
 from app.core.jsontext import batch_members
 from app.http import bodies
@@ -33,6 +35,12 @@ from app.service.trial_calls import Judgement
 from models.inputs.batch import RawExperts, RawFeatures
 
 RAW = (RawExperts, RawFeatures)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def compiled_reader() -> None:
+    """The compiled reader, as a worker's warm-up leaves it."""
+    jsontext.warm()
 
 
 def text(s: bytes) -> np.ndarray:
@@ -462,3 +470,23 @@ def test_a_batch_whose_items_share_a_label_reads_it_as_read_in_full(label: Any) 
         return
     assert want is not RequestValidationError
     assert [fields(i) for i in got[0]] == [fields(i) for i in want["items"]]
+
+
+def test_before_the_reader_is_compiled_bodies_are_read_in_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process whose reader is not compiled yet (no warm-up) reads every trial body
+    with the full parser, and starts compiling the reader off the caller's thread; once
+    compiled, bodies are read fast again."""
+    fresh = threading.Event()
+    monkeypatch.setattr(jsontext, "_compiled", fresh)
+    body = json.dumps({"instance": {"experts": {"e0": "a"}}, "label": "a"}).encode()
+    batch = json.dumps({"items": [{"instance": {"experts": {}}, "label": "a"}]}).encode()
+    with jsontext._compiling:  # as while another thread compiles the reader
+        assert bodies.read_trial(body, *LEARN[1:]) is None  # the caller reads it in full
+        assert bodies.read_batch(batch, *LEARN_BATCHED[1], *LEARN_BATCHED[2:]) is None
+    assert not fresh.is_set()
+    assert bodies.read_trial(body, *LEARN[1:]) is None  # and this call starts compiling
+    assert fresh.wait(60)
+    got = bodies.read_trial(body, *LEARN[1:])
+    assert got is not None and fields(got) == fields(read(body, LEARN))

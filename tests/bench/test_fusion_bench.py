@@ -1,7 +1,7 @@
 """The fusion quality benchmark runs end to end against the service it starts: every figure
 printed, the headline last. Asserted: the format, and only what must hold whatever the
 figures (errors are rates, the oracle switch is no worse than the best single expert, the
-broken expert is broken on the last half)."""
+broken expert is broken on the last half, the blind start names its label-free rule)."""
 
 import re
 
@@ -9,7 +9,14 @@ from _run import run_bench
 
 SETS = {"digits": 300, "breast_cancer": 399, "synthetic": 600}  # trials with --quick
 MODES = ("one_by_one", "pending_100")
-SPECS = ("weighted-majority", "committee", "vr-combine", "vr-combine-robust", "fusion")
+SPECS = (
+    "weighted-majority",
+    "committee",
+    "vr-combine",
+    "vr-combine-robust",
+    "per-label",
+    "fusion",
+)
 RIVER = ("river_softmax", "river_bandit")
 EXPERTS = ("naive-bayes", "logistic", "knn", "tree", "forest", "random", "svc")
 LINE = re.compile(r"([a-z_0-9.-]+): (\S+)(?: \((.+)\))?")
@@ -30,6 +37,7 @@ def expected(name: str) -> list[str]:
             f"{mode}.{who}.{what}"
             for mode in MODES
             for who, whats in [
+                ("blind_start", ("error",)),
                 *(
                     (s, (*errors, "trials_to_drop_broken", "mistakes_following_broken"))
                     for s in SPECS
@@ -49,6 +57,7 @@ def test_a_quick_run_prints_every_figure_and_the_headline_last() -> None:
     assert names == [
         *(f"{s}.{n}" for s in SETS for n in expected(s)),
         "fusion_vs_oracle_switch",
+        "fusion_vs_blind_start",
         "fusion_vs_best_single",
     ]
     value = {m[1]: m[2] for m in got if m}
@@ -71,6 +80,10 @@ def test_a_quick_run_prints_every_figure_and_the_headline_last() -> None:
             value[f"{s}.expert.svc.error"]
         )
         for mode in MODES:
+            # the blind trials by a label-free rule, then the best single expert
+            rule = note[f"{s}.{mode}.blind_start.error"]
+            n = 1 if mode == "one_by_one" else 100
+            assert rule in {f"{r} on the first {n}" for r in ("mean", "median", "vote")}, rule
             for spec in SPECS:
                 drop = value[f"{s}.{mode}.{spec}.trials_to_drop_broken"]
                 assert DROP.fullmatch(drop), (s, mode, spec, drop)
@@ -79,10 +92,11 @@ def test_a_quick_run_prints_every_figure_and_the_headline_last() -> None:
             # Weighted Majority's weights are shown by the statistics
             assert value[f"{s}.{mode}.weighted-majority.trials_to_drop_broken"] != "n/a"
 
-    for name in ("fusion_vs_oracle_switch", "fusion_vs_best_single"):
+    for name in ("fusion_vs_oracle_switch", "fusion_vs_blind_start", "fusion_vs_best_single"):
         assert float(value[name]) > 0
         assert HEADLINE.fullmatch(note[name]), note[name]
     assert note["fusion_vs_oracle_switch"].endswith("information")
+    assert note["fusion_vs_blind_start"].endswith("information")
     assert "target <= 1.05" in note["fusion_vs_best_single"]
     # the oracle is no worse than the best single expert: the ratio to it is no lower
     assert float(value["fusion_vs_oracle_switch"]) >= float(value["fusion_vs_best_single"])
