@@ -97,6 +97,23 @@ class Settings(BaseSettings):
     ws_idle_timeout: float = Field(
         default=300.0, gt=0, description="seconds a stream may stay silent before it is closed"
     )
+    events_max_connections: int = Field(
+        default=256, ge=1, description="event streams (GET .../events) open per worker process"
+    )
+    events_every_ms: int = Field(
+        default=1_000, ge=10, le=60_000, description="an event stream's interval when not asked"
+    )
+    events_min_every_ms: int = Field(
+        default=100, ge=10, le=60_000, description="the shortest interval an event stream takes"
+    )
+    events_heartbeat: float = Field(
+        default=5.0, gt=0, le=300, description="seconds between an event stream's keep-alives"
+    )
+    events_max_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="seconds an event stream lasts before the server ends it (clients resume)",
+    )
     max_connections: int = Field(
         default=4_096,
         ge=1,

@@ -30,6 +30,7 @@ from app.http.routers import (
     challengers,
     dashboard,
     docs,
+    events,
     health,
     keys,
     metrics,
@@ -157,6 +158,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(trials.router)
     app.include_router(model_log.router)
     app.include_router(stats.router)
+    app.include_router(events.router)
     app.include_router(stream.router)
     app.include_router(keys.router)
     app.include_router(dashboard.router)

@@ -148,6 +148,12 @@ ERRORS: dict[str, dict[int, str]] = {
     },
     "GET /v1/models/{name}/stats": _MODEL,
     "GET /v1/models/{name}/endpoints": _MODEL,
+    "GET /v1/models/{name}/events": {
+        **_MODEL,
+        422: "the name does not match its pattern, or Last-Event-ID (from) is not a log "
+        "position or beyond the model's log, or every is below events_min_every_ms",
+        503: f"{_REDIS}; or the worker has events_max_connections event streams open",
+    },
     "POST /v1/models/{name}/predict": {
         **_TRIAL,
         422: _PREDICT_BAD,

@@ -19,6 +19,7 @@ identical ``label`` returns the same answer, and ``learn`` and the other writes 
 """
 
 from committee_client._async import AsyncClient
+from committee_client._events import Event
 from committee_client._retry import Retry
 from committee_client._stream import AsyncStream
 from committee_client._sync import Client
@@ -90,6 +91,7 @@ __all__ = [
     "ConnectionFailed",
     "Contribution",
     "Counters",
+    "Event",
     "Explanation",
     "Forbidden",
     "ImportProgress",

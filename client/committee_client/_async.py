@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from committee_client import _calls as calls
+from committee_client._events import RESUMED, Event, EventReader, events_request
 from committee_client._http import (
     DEFAULT_URL,
     connection_failed,
@@ -21,7 +22,7 @@ from committee_client._http import (
 )
 from committee_client._retry import DEFAULT_RETRY, Retry, retry_policy
 from committee_client._stream import WINDOW, AsyncStream, stream_url
-from committee_client.errors import CommitteeError
+from committee_client.errors import CommitteeError, ConnectionFailed
 from committee_client.types import (
     Alerts,
     ApiKey,
@@ -438,6 +439,57 @@ class AsyncClient:
             version = (await self.model(name)).version
             return calls.nothing_imported(import_id, first_line, version)
         return done
+
+    # -- events ----------------------------------------------------------------------
+
+    async def events(
+        self, name: str, last_event_id: int | None = None, *, every: int | None = None
+    ) -> AsyncIterator[Event]:
+        """The events of model ``name`` as they happen (``GET .../events``): its
+        progress, changes, alerts and challengers, each with the log position it
+        reflects as its ``id``; from after ``last_event_id`` when given (else from the
+        model as it is now). ``every`` is the service's interval in milliseconds.
+
+        A dropped connection, or a stream that reached its lifetime, is opened again
+        with ``Last-Event-ID``: nothing is lost or given twice. The iterator ends after
+        an ``end`` event for a deleted model or a revoked key (given too), and raises
+        the error once ``retry.attempts`` connections failed in a row.
+        """
+        after = last_event_id
+        attempt = 0
+        while True:
+            path, headers, query = events_request(name, after, every)
+            error: CommitteeError
+            try:
+                async with self._http.stream("GET", path, headers=headers, params=query) as r:
+                    if not r.is_success:
+                        await r.aread()
+                        error = error_of(r)
+                    else:
+                        reader = EventReader()
+                        resumed = False
+                        async for line in r.aiter_lines():
+                            event = reader.line(line)
+                            if event is None:
+                                continue
+                            attempt = 0
+                            after = after if event.id is None else event.id
+                            yield event
+                            if event.kind == "end":
+                                if event.data.get("reason") not in RESUMED:
+                                    return
+                                resumed = True
+                                break
+                        if resumed:
+                            continue
+                        error = ConnectionFailed("the event stream ended", sent=True)
+            except httpx.TransportError as e:
+                error = connection_failed(e)
+            attempt += 1
+            wait = self.retry.after(error, attempt, True)
+            if wait is None:
+                raise error
+            await asyncio.sleep(wait)
 
     # -- stream ----------------------------------------------------------------------
 

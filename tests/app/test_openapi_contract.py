@@ -31,6 +31,8 @@ ACCEPTED = {
     "DELETE /v1/models/{name}": [404, 409],
     "GET /v1/models/{name}/state": [404],
     "GET /v1/models/{name}/stats": [404],
+    # 422: a Last-Event-ID (from) beyond the model's log, an every below its least
+    "GET /v1/models/{name}/events": [404, 422],
     # 422: whether the learner takes what the input gives (attributes or experts) and,
     # when wrapped, is of a kind its wrapper takes; labels 1 and "1" that collide as JSON
     # keys; split_classes naming labels not among the labels; a learner over the memory
@@ -129,7 +131,9 @@ def contract_url(api_settings: Settings, server_thread: Any) -> Iterator[str]:
     """A server of its own: generated requests touch only its models (the example model
     is the README's "pets", which other tests create with another config), and the keys
     they make turn auth on for it alone."""
-    settings = api_settings.model_copy(update={"key_prefix": f"t-{uuid.uuid4().hex[:12]}"})
+    # an event stream ends after a moment, so that each call of it is answered
+    update = {"key_prefix": f"t-{uuid.uuid4().hex[:12]}", "events_max_seconds": 0.2}
+    settings = api_settings.model_copy(update=update)
     with server_thread(settings) as server:
         yield server.url
 

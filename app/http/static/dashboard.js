@@ -3,6 +3,12 @@
 // ?every=<ms> sets the polling period (default 1000, at least 100). Charts are drawn as
 // inline SVG; nothing is fetched from anywhere but this service.
 //
+// The statistics of up to MAX_STREAMS models come pushed, from each one's event stream
+// (GET /v1/models/{name}/events, read with fetch so that the key stays in a header);
+// the others' are polled, and so are a model's whose stream failed, until it is open
+// again (resumed after the last event's id). The list of models, the endpoints and the
+// backtests are polled always.
+//
 // While the service has API keys, a request without one answers 401: the page then asks
 // for a read key, keeps it in this tab's session storage only (never a cookie, never
 // local storage, never the URL) and sends it as "Authorization: Bearer" from then on. A
@@ -15,6 +21,10 @@
   const MAX_BARS = 16; // sub-expert weights shown per model, the largest ones
   const CONCURRENCY = 8; // stats requests in flight at once
   const REFRESH_MS = 5000; // stats of an unchanged model are read again after this long
+  // event streams open at once: a browser opens six HTTP/1.1 connections to a host at
+  // most, and the polls need theirs
+  const MAX_STREAMS = 4;
+  const STREAM_RETRY_MS = 5000; // a failed stream is tried again after this long
   const CONTEXT = new Set(["kind", "learner", "learners", "labels", "n_features", "n_experts"]);
 
   const every = (() => {
@@ -108,7 +118,10 @@
       key: null,
       stats: null,
       fetched: 0,
+      events: null, // the event stream: {abort, live, lastId}, or null
+      retryAt: 0, // when a failed stream may be tried again
     };
+    el.dataset.events = "polling";
     text(card.field("name"), name);
     setupHover(card);
     return card;
@@ -118,6 +131,7 @@
     const names = models.map((m) => m.name).sort();
     for (const [name, card] of cards) {
       if (!names.includes(name)) {
+        closeEvents(card);
         card.el.remove();
         cards.delete(name);
       }
@@ -593,7 +607,10 @@
 
   // forget everything drawn: without a valid key the page shows no model data
   function clearModels() {
-    for (const card of cards.values()) card.el.remove();
+    for (const card of cards.values()) {
+      closeEvents(card);
+      card.el.remove();
+    }
     cards.clear();
     text(document.getElementById("model-count"), "0");
     document.getElementById("empty").hidden = true;
@@ -647,6 +664,99 @@
     useKey(null);
   });
 
+  // ---- pushed events ----------------------------------------------------------------------
+
+  function closeEvents(card) {
+    card.events?.abort.abort();
+    card.events = null;
+    card.el.dataset.events = "polling";
+  }
+
+  // open the model's event stream, when there is room for one and it is not waiting to
+  // be tried again; it lives until it fails, ends or the key changes
+  function openEvents(card, name, secret, mine, now) {
+    if (card.events || now < card.retryAt || !window.ReadableStream) return;
+    let open = 0;
+    for (const c of cards.values()) if (c.events) open += 1;
+    if (open >= MAX_STREAMS) return;
+    const events = { abort: new AbortController(), live: false, lastId: card.lastId ?? null };
+    card.events = events;
+    followEvents(card, name, secret, mine, events).then(
+      (again) => {
+        if (card.events !== events) return; // closed meanwhile
+        card.lastId = events.lastId;
+        card.events = null;
+        card.el.dataset.events = "polling";
+        if (!again) card.retryAt = Date.now() + STREAM_RETRY_MS;
+      },
+      () => {
+        if (card.events !== events) return;
+        card.lastId = events.lastId;
+        card.events = null;
+        card.el.dataset.events = "polling";
+        card.retryAt = Date.now() + STREAM_RETRY_MS; // polled meanwhile
+      },
+    );
+  }
+
+  // read the stream to its end; true when it ended to be opened again at once
+  async function followEvents(card, name, secret, mine, events) {
+    const headers = { Accept: "text/event-stream" };
+    if (secret) headers.Authorization = `Bearer ${secret}`;
+    if (events.lastId !== null) headers["Last-Event-ID"] = events.lastId;
+    const url = `v1/models/${encodeURIComponent(name)}/events?every=${every}`;
+    const r = await fetch(url, { cache: "no-store", headers, signal: events.abort.signal });
+    if (!r.ok) throw new Error(`GET /${url}: HTTP ${r.status}`);
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    let event = { type: "message", id: null, data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || mine !== session) return false;
+      buffer += value;
+      const lines = buffer.split("\n");
+      buffer = lines.pop();
+      for (const raw of lines) {
+        const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+        if (line === "") {
+          if (event.data.length) {
+            if (event.id !== null) events.lastId = event.id;
+            const reason = onEvent(card, event.type, JSON.parse(event.data.join("\n")), events);
+            if (reason) return reason === "lifetime";
+          }
+          event = { type: "message", id: null, data: [] };
+        } else if (!line.startsWith(":")) {
+          const at = line.indexOf(":");
+          const field = at < 0 ? line : line.slice(0, at);
+          const text = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
+          if (field === "event") event.type = text;
+          else if (field === "id") event.id = text;
+          else if (field === "data") event.data.push(text);
+        }
+      }
+    }
+  }
+
+  // one event of a model's stream; the reason when it ends the stream
+  function onEvent(card, type, data, events) {
+    if (type === "progress") {
+      card.stats = data;
+      card.fetched = Date.now();
+      events.live = true;
+      card.el.dataset.events = "live";
+      card.el.dataset.eventVersion = String(data.version);
+      renderStats(card, data);
+    } else if (type === "challengers") {
+      card.challengers = data;
+      if (card.stats) renderStats(card, card.stats);
+    } else if (type === "change" || type === "alert") {
+      card.el.dataset.lastEvent = `${type} ${data.version}`; // the progress that follows draws it
+    } else if (type === "end") {
+      return data.reason; // deleted or revoked: the next poll says so; lifetime: resumed
+    }
+    return null;
+  }
+
   // ---- polling --------------------------------------------------------------------------
 
   async function getJSON(url, key) {
@@ -668,6 +778,7 @@
   // whether a model's stats are worth reading again: it changed, its outcomes or summary
   // are still being folded, labels are pending (they expire with time), or it is a while
   function due(card, m, now) {
+    if (card.events?.live) return null; // its statistics come pushed
     const key = JSON.stringify([m.version, m.folded, m.counters]);
     const s = card.stats;
     const stale =
@@ -708,7 +819,7 @@
   async function readBacktest(card, name, secret) {
     const now = Date.now();
     const fresh = now - (card.backtestRead || 0) < REFRESH_MS;
-    if (card.backtest?.status !== "running" && fresh) return;
+    if (card.backtest?.status !== "running" && fresh) return false;
     card.backtestRead = now;
     try {
       card.backtest = await getJSON(`v1/models/${encodeURIComponent(name)}/backtest`, secret);
@@ -716,6 +827,7 @@
       if (e.status !== 404) throw e;
       card.backtest = null;
     }
+    return true;
   }
 
   // the model's shadow challengers (null where the API has none to show)
@@ -746,13 +858,21 @@
       syncCards(models);
       const now = Date.now();
       const jobs = [];
+      const pushed = [];
       for (const m of models) {
         const card = cards.get(m.name);
         renderModel(card, m);
         const stamp = due(card, m, now);
         if (stamp !== null) jobs.push({ card, key: stamp, name: m.name });
+        else if (card.events?.live) pushed.push({ card, name: m.name });
       }
       await readStats(jobs, key, mine);
+      if (mine !== session) return;
+      for (const { card, name } of pushed) {
+        if ((await readBacktest(card, name, key)) && mine === session && card.stats) {
+          renderStats(card, card.stats);
+        }
+      }
       if (mine !== session) return;
       await readEndpoints(models, key, mine);
       if (mine !== session) return;
@@ -760,6 +880,8 @@
       showProblem("");
       setStatus("live", "live");
       text(document.getElementById("updated"), clock(new Date()));
+      // the streams open once a poll went through: the page is drawn, the key accepted
+      for (const m of models) openEvents(cards.get(m.name), m.name, key, mine, Date.now());
     } catch (e) {
       if (mine !== session) return;
       if (e.status === 401) {

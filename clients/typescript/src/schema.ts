@@ -685,6 +685,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/models/{name}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Events
+         * @description The model's events, pushed as they happen (server-sent events): its progress
+         *     (the statistics document), its changes, its drift alerts and its challengers'
+         *     figures, each with the log position it reflects as its id. Resume with
+         *     ``Last-Event-ID`` (or ``from``): a position beyond the model's log is a 422 naming
+         *     it. Beyond ``events_max_connections`` streams on the worker: a 503 (try again after
+         *     ``Retry-After``). The stream ends with an ``end`` event (the model deleted, the key
+         *     revoked, or ``events_max_seconds`` passed: reconnect with the last id).
+         */
+        get: operations["events_v1_models__name__events_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/keys": {
         parameters: {
             query?: never;
@@ -7371,6 +7397,125 @@ export interface operations {
                 };
             };
             /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    events_v1_models__name__events_get: {
+        parameters: {
+            query?: {
+                /** @description as Last-Event-ID, for clients that cannot set headers (the header wins) */
+                from?: number | null;
+                /** @description milliseconds between reads of the model (events_min_every_ms at least; events_every_ms when not given) */
+                every?: number | null;
+            };
+            header?: {
+                /** @description resume after this log position: the id of the last event received */
+                "Last-Event-ID"?: string | null;
+            };
+            path: {
+                /** @description the model's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description server-sent events: progress, change, alert, challengers, end (each a JSON document; the id is the log position it reflects) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": {
+                        /** @enum {unknown} */
+                        event?: "progress" | "change" | "alert" | "challengers" | "end";
+                        id?: string;
+                        data?: string;
+                        retry?: number;
+                    };
+                };
+            };
+            /** @description the Host header is not one of allowed_hosts */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description auth is on and the request has no valid API key (Authorization: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the key's scope does not allow this operation */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no model of this name, or the model is outside the key's models */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the name does not match its pattern, or Last-Event-ID (from) is not a log position or beyond the model's log, or every is below events_min_every_ms */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+            /** @description the key's rate limit (requests or trials per second) or its max_models */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    /** @description tokens the key's bucket holds (its burst) */
+                    "RateLimit-Limit"?: number;
+                    /** @description tokens left */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until enough tokens are back */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaError"];
+                };
+            };
+            /** @description the request has more than max_headers header fields, or more than max_header_bytes */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Redis does not answer, or the worker is busy; try again after Retry-After seconds; or the worker has events_max_connections event streams open */
             503: {
                 headers: {
                     /** @description seconds to wait */
