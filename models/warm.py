@@ -56,6 +56,7 @@ from models.drift import DETECTORS
 from models.inputs.batch import RawExperts, RawFeatures
 from models.inputs.space import InputSpace
 from models.kernels.instances import attribute_blocks, full_rows
+from models.kernels.logentries import read_entries
 from models.registry import KINDS, build, from_state, kind_of
 
 __all__ = ["BINARY", "MULTI", "cases", "place_cache", "run_case", "warm_drift", "warm_kernels"]
@@ -227,6 +228,18 @@ def _as_logged(x: Attributes | Experts) -> Attributes | Experts:
     at, counts = np.ones(1, dtype=np.int64), np.full(1, len(blocks[0]), dtype=np.int64)
     # alone: read-only, as arrays over the stored bytes are (numba compiles for each kind)
     arrays = [np.frombuffer(a.tobytes(), a.dtype) for a in blocks]
+    # a backtest's replay: the entry read with its id and fields (read-only bytes)
+    items = [
+        b"1-0",
+        b"k",
+        b"n",
+        b"x",
+        (b"A" if isinstance(x, Attributes) else b"E") + buf[1:].tobytes(),
+        b"y",
+        b"0",
+    ]
+    ends = np.cumsum(np.fromiter(map(len, items), np.int64, len(items)))
+    read_entries(np.frombuffer(b"".join(items), np.uint8), ends, np.full(1, 6, dtype=np.int64))
     if isinstance(x, Attributes):
         Attributes.many_from_blocks(buf, at, counts)
         idx, val = arrays

@@ -18,12 +18,21 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from models.core.instance import Attributes, Experts, InvalidInstance, consecutive_rows
+from models.core.instance import (
+    AttributeBatch,
+    Attributes,
+    ExpertBatch,
+    Experts,
+    InvalidInstance,
+    consecutive_rows,
+)
+from models.kernels import logentries
 from models.kernels.instances import attribute_blocks, full_rows
 from storage.errors import CorruptData
 
 __all__ = [
     "MAX_CHANGE",
+    "FlatEntries",
     "LogEntry",
     "decode_entries",
     "decode_entry",
@@ -36,6 +45,7 @@ __all__ = [
     "fold_id",
     "held_or_decoded",
     "parse_int",
+    "read_flat",
     "served_at",
     "valid_stamp",
 ]
@@ -435,3 +445,73 @@ def decode_entry(
     if len(key) > 255 or not all(0x21 <= c <= 0x7E for c in key):
         raise CorruptData(f"log entry {seq}: its idempotency key is not printable ASCII")
     return LogEntry(seq, "learn", x, y, None, fold_id(key.decode("ascii")))
+
+
+class FlatEntries(NamedTuple):
+    """A run of log entries read together by :func:`read_flat`: entry ``first + t`` at
+    index ``t`` of each per-entry array, its instance row ``row[t]`` of ``batch``.
+
+    ``status`` is :data:`~models.kernels.logentries.REFUSED` for an entry to decode by
+    :func:`decode_entry` (one not as the service writes it, and every change), else its
+    kind (``LEARN``, ``LABEL`` or ``RESET``). For a learn or label entry, ``y`` and
+    ``predicted`` (-1 for a learn) are as stored, ``served_at`` as
+    :attr:`LogEntry.served_at`, and its row's ``extent`` and ``classes`` as the
+    decoded instance's ``size`` and ``n_classes``: the entry decodes against a model
+    of ``size`` coordinates and ``n_classes`` classes to the same entry, with its row
+    as instance, when its extent is at most ``size`` and its classes, label and
+    prediction are below ``n_classes`` (:meth:`fits`).
+    """
+
+    first: int
+    status: np.ndarray
+    y: np.ndarray
+    predicted: np.ndarray
+    served_at: np.ndarray
+    row: np.ndarray
+    batch: AttributeBatch | ExpertBatch
+    extent: np.ndarray
+    classes: np.ndarray
+
+    def fits(self, a: int, z: int, size: int, n_classes: int) -> bool:
+        """Whether entries ``a`` to ``z - 1`` (indices) are all learn or label entries
+        read here that decode against ``size`` and ``n_classes`` (see the class)."""
+        status = self.status[a:z]
+        if not bool(((status == logentries.LEARN) | (status == logentries.LABEL)).all()):
+            return False
+        rows = self.row[a:z]
+        ra, rz = int(rows[0]), int(rows[-1]) + 1  # (accepted entries' rows are in order)
+        return (
+            int(self.extent[ra:rz].max()) <= size
+            and int(self.classes[ra:rz].max()) <= n_classes
+            and int(self.y[a:z].max()) < n_classes
+            and int(self.predicted[a:z].max()) < n_classes
+        )
+
+
+def read_flat(entries: Sequence[tuple[bytes, list[bytes]]]) -> FlatEntries | None:
+    """The entries (ids and flat field lists, in seq order, as XRANGE returns them) read
+    together in one compiled pass (:func:`models.kernels.logentries.read_entries`),
+    their instances as one batch; None when they cannot be (an item not bytes, a byte
+    order other than the stored one, or no entry)."""
+    if not _NATIVE or not entries:
+        return None
+    ids = [e[0] for e in entries]
+    fields = [e[1] for e in entries]
+    items = [*ids, *itertools.chain.from_iterable(fields)]
+    if not set(map(type, items)) <= {bytes}:
+        return None
+    n_fields = np.fromiter(map(len, fields), np.int64, len(fields))
+    ends = np.cumsum(np.fromiter(map(len, items), np.int64, len(items)))
+    buf = np.frombuffer(b"".join(items), np.uint8)
+    form, status, seq, y, p, served, row, ptr, a, c, v, extent, classes = logentries.read_entries(
+        buf, ends, n_fields
+    )
+    first = int(seq[0])
+    if first < 1 or not bool((seq == np.arange(first, first + len(entries))).all()):
+        return None  # (the caller checks the order of the entries it takes)
+    batch: AttributeBatch | ExpertBatch = (
+        ExpertBatch.trusted(ptr, a, c, v)
+        if form[0] == logentries.FORM_EXPERTS
+        else AttributeBatch.trusted(ptr, a, v)
+    )
+    return FlatEntries(first, status, y, p, served, row, batch, extent, classes)

@@ -91,6 +91,7 @@ class ModelStore:
 
         self.history = history = History(calls)
         self.read_log = history.read_log
+        self.read_log_fields = history.read_log_fields
         self.log_bounds = history.log_bounds
         self.save_snapshot = history.save_snapshot
         self.read_snapshot = history.read_snapshot

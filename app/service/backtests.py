@@ -282,11 +282,11 @@ class Backtests:
         limit = self.settings.backtest_max_seconds
         while True:
             if replay.read < replay.to:
-                entries = await self.store.read_log(name, replay.read, CHUNK, upto=replay.to)
+                entries = await self.store.read_log_fields(name, replay.read, CHUNK, upto=replay.to)
                 if not entries:
                     raise LogGap(f"model {name!r}: its log after {replay.read} is gone")
                 try:
-                    replay.take(entries)
+                    replay.take(entries, replies=True)
                 except CorruptData as e:  # a newer snapshot trimmed the log meanwhile
                     raise LogGap(f"model {name!r}: {e}: its log moved on meanwhile") from None
             final = replay.read >= replay.to

@@ -28,11 +28,15 @@ Between the points where something else must happen (an early prediction due, a 
 or a reset, a curve point, ``counted_from``, a run joining), each run learns the entries
 as one batch: a learner with a compiled run of trials (``learn_prefix``, over sub-experts
 ``learn_expert_prefix``) takes them in one call, with the results of one by one; another
-learner, and a trial whose update is refused, one by one.
+learner, and a trial whose update is refused, one by one. Each chunk taken is read
+together first (:func:`storage.codec.read_flat`: one compiled pass into arrays and one
+batch, no object per entry); a run holding an entry that pass left to the full decoder,
+or one that does not decode against the input as it is there, is decoded as before.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -43,12 +47,15 @@ import numpy as np
 from app.service.live_model import LiveModel
 from models.core.instance import AttributeBatch, Attributes, ExpertBatch, Experts
 from models.core.learner import UpdateRefused
+from models.kernels.logentries import LABEL, LEARN, REFUSED
 from storage.codec import (
+    FlatEntries,
     LogEntry,
     decode_entries,
     decode_entry,
     entry_kind,
     parse_int,
+    read_flat,
     served_at,
 )
 from storage.errors import CorruptData
@@ -57,6 +64,9 @@ from storage.repository import RawEntry
 __all__ = ["LOOK_AHEAD", "Replay", "Run", "seq_of"]
 
 LOOK_AHEAD = 8_192  # log entries read beyond the one replayed (see the module's text)
+
+#: a share of a chunk read together: (chunk, first and end index, their rows, labels)
+_Piece = tuple[FlatEntries, int, int, AttributeBatch | ExpertBatch, list[int]]
 
 
 def seq_of(entry_id: bytes) -> int:
@@ -122,23 +132,54 @@ class Replay:
         self.every = max(1, math.ceil((to - counted_from) / points))
         self.resets: list[int] = []
         self.decoded: dict[int, LogEntry | None] = {}  # entries decoded ahead, by seq
+        self.flat: deque[FlatEntries] = deque()  # the chunks taken, read together
 
     @property
     def done(self) -> int:
         return self.at
 
-    def take(self, entries: list[RawEntry]) -> None:
-        """Queue the next entries of the log, in order, from just after :attr:`read`."""
-        for entry_id, fields in entries:
+    def take(self, entries: list[RawEntry], replies: bool = False) -> None:
+        """Queue the next entries of the log, in order, from just after :attr:`read`
+        (batching, also read together: see :meth:`_flat_pieces`). ``replies``: their
+        field lists as the reply holds them (``read_log_fields``), not as ``read_log``
+        gives them; each one not read together is taken as ``read_log`` gives it."""
+        flat = read_flat(entries) if self.batch else None
+        self._drop_flat(self.at + 1)
+        if flat is not None and flat.first == self.read + 1:
+            # in order (read_flat checks): the label entries and those it refused looked at
+            look = np.flatnonzero((flat.status == LABEL) | (flat.status == REFUSED)).tolist()
+            if replies:
+                entries = list(entries)
+                for t in look:
+                    if flat.status[t] == REFUSED:
+                        entries[t] = _as_read(entries[t])
+            self.flat.append(flat)
+            self.ahead.extend(entries)
+            self.read += len(entries)
+            for t in look:
+                self._due(flat.first + t, entries[t])
+            return
+        for entry_id, fields in map(_as_read, entries) if replies else entries:
             seq = seq_of(entry_id)
             if seq != self.read + 1:
                 raise CorruptData(f"log entry {seq} read after {self.read}")
             self.read = seq
             self.ahead.append((entry_id, fields))
-            if entry_kind(fields) == b"l":
-                at = served_at(fields, seq)
-                if at >= self.at:  # still to come: predicted there
-                    self.due.setdefault(at, []).append((entry_id, fields))
+            self._due(seq, (entry_id, fields))
+
+    def _drop_flat(self, seq: int) -> None:
+        """Let go of the chunks read together that end before entry ``seq``."""
+        while self.flat and self.flat[0].first + len(self.flat[0].status) <= seq:
+            self.flat.popleft()
+
+    def _due(self, seq: int, raw: RawEntry) -> None:
+        """Note label entry ``seq`` (any other is passed by) where its prediction will
+        be served, when that is still to come."""
+        fields = raw[1]
+        if entry_kind(fields) == b"l":
+            at = served_at(fields, seq)
+            if at >= self.at:  # still to come: predicted there
+                self.due.setdefault(at, []).append(raw)
 
     def advance(self, final: bool) -> int | None:
         """Replay queued entries while the read-ahead allows (all of them when ``final``:
@@ -280,16 +321,26 @@ class Replay:
         end = seq + len(raws) - 1
         for _ in raws:
             self.ahead.popleft()
-        for s in range(seq, end + 1):
-            if s not in self.decoded:
-                self._decode_ahead(s, raws[s - seq :], runs[0].model)
-        entries = [self.decoded.pop(s) for s in range(seq, end + 1)]
-        trials = [e for e in entries if e is not None and e.x is not None]
         counted = seq > self.counted_from
-        batch = _batch([e.x for e in trials]) if trials else None  # type: ignore[misc]
+        pieces = self._flat_pieces(seq, end, runs[0].model)
+        rest = runs
+        if pieces is not None:
+            if self.decoded:  # (decoded ahead alike: the same entries)
+                for s in range(seq, end + 1):
+                    self.decoded.pop(s, None)
+            named: dict[int, list[Any]] = {}
+            rest = [r for r in runs if not self._learn_flat(r, pieces, counted, named)]
+        if rest:
+            for s in range(seq, end + 1):
+                if s not in self.decoded:
+                    self._decode_ahead(s, raws[s - seq :], runs[0].model)
+            entries = [self.decoded.pop(s) for s in range(seq, end + 1)]
+            trials = [e for e in entries if e is not None and e.x is not None]
+            batch = _batch([e.x for e in trials]) if trials else None  # type: ignore[misc]
+            for r in rest:
+                if batch is None or not self._learn_batch(r, trials, batch, counted):
+                    self._one_by_one(r, entries, counted)
         for r in runs:
-            if batch is None or not self._learn_batch(r, trials, batch, counted):
-                self._one_by_one(r, entries, counted)
             if r.stopped is None:
                 r.model.version = end
         self.at = end
@@ -299,28 +350,138 @@ class Replay:
                     r.curve.append((end, r.mistakes))
         return True
 
+    def _flat_pieces(self, seq: int, end: int, model: LiveModel) -> list[_Piece] | None:
+        """Entries ``seq`` to ``end`` as read together when :meth:`take` took them: the
+        chunks holding them, each with the indices of its share, its rows and labels;
+        None unless every one
+        is a learn or label entry read there that decodes against the model's input as
+        it is here (else they are decoded one by one, which says what is wrong)."""
+        self._drop_flat(seq)
+        pieces = []
+        s = seq
+        for flat in self.flat:
+            if s > end:
+                break
+            a = s - flat.first
+            if a < 0:
+                return None
+            z = min(end + 1 - flat.first, len(flat.status))
+            if not flat.fits(a, z, model.size, model.k):
+                return None
+            rows = flat.row
+            batch = flat.batch.between(int(rows[a]), int(rows[z - 1]) + 1)
+            pieces.append((flat, a, z, batch, flat.y[a:z].tolist()))
+            s = flat.first + z
+        return pieces if s > end else None
+
+    def _learn_flat(
+        self, r: Run, pieces: list[_Piece], counted: bool, named: dict[int, list[Any]]
+    ) -> bool:
+        """Learn the entries of ``pieces`` (:meth:`_flat_pieces`) by the run's compiled
+        run of trials and count them as :meth:`_trial` does; False, with nothing learned,
+        where the learner has none or the first trial does not fit it (then as decoded
+        one by one). ``named`` keeps, by piece, its labels named as the previous run's
+        learner names them."""
+        m = r.model
+        expert = isinstance(pieces[0][0].batch, ExpertBatch)
+        learn_prefix = getattr(m.learner, "learn_expert_prefix" if expert else "learn_prefix", None)
+        if learn_prefix is None:
+            return False
+        labels = m.labels
+        first = True
+        for i, (flat, a, z, batch, ys) in enumerate(pieces):
+            kept = named.get(i)
+            if kept is None or kept[0] != labels:
+                kept = named[i] = [labels, list(map(labels.__getitem__, ys))]
+            at, n = 0, z - a
+            while at < n:
+                part = batch if at == 0 else batch.between(at, n)
+                try:
+                    mistakes, _, done = learn_prefix(part, kept[1][at:] if at else kept[1])
+                except Exception:  # an instance or label it does not take: one by one
+                    if first:
+                        return False
+                    mistakes, done = np.zeros(0, dtype=bool), 0
+                first = False
+                self._count_flat(r, flat, a + at, mistakes[:done], counted)
+                at += done
+                if at < n:  # a refused update, or what it could not take
+                    t = a + at
+                    seq = flat.first + t
+                    m.version = seq
+                    p = int(flat.predicted[t])
+                    x = _row(batch, at)
+                    self._trial(r, seq, x, ys[at], None if p < 0 else p, counted)
+                    if r.stopped is not None:
+                        return True
+                    at += 1
+        return True
+
+    @staticmethod
+    def _count_flat(r: Run, flat: FlatEntries, a: int, own: np.ndarray, counted: bool) -> None:
+        """:meth:`_count` of the entries from index ``a`` of ``flat`` on, learned
+        together, the learner's own mistakes ``own``."""
+        z = a + own.size
+        mistakes = int(np.count_nonzero(own))
+        predicted = flat.predicted[a:z]
+        for i in np.flatnonzero(predicted >= 0).tolist():  # labelled predictions
+            seq = flat.first + a + i
+            early = r.early.pop(seq, None)
+            if not counted:
+                continue
+            y = int(flat.y[a + i])
+            mistakes -= bool(own[i])  # judged by another prediction
+            if r.served:
+                mistakes += int(predicted[i]) != y
+            elif early is not None:
+                mistakes += early != y
+            else:
+                r.late += 1
+                mistakes += bool(own[i])
+        if counted:
+            r.trials += int(own.size)
+            r.mistakes += mistakes
+
     def _run_from(self, seq: int, final: bool, runs: list[Run]) -> list[RawEntry]:
         """The queued entries from ``seq`` to the last before the next point where
         something else must happen: a change or a reset, an early prediction due, a curve
         point, ``counted_from``, a run joining, the read-ahead's end (each such entry,
         after which that happens, included)."""
-        last = self.read - (0 if final else self.look_ahead)
+        stop = self.read - (0 if final else self.look_ahead)
         joining = {r.model.version for r in self.runs if r.stopped is None} - {seq - 1}
-        counted_from, every, to = self.counted_from, self.every, self.to
-        out: list[RawEntry] = []
-        for raw in self.ahead:
-            s = seq + len(out)
-            if s > last or entry_kind(raw[1]) in (b"c", b"r"):
-                break
-            out.append(raw)
-            if (
-                s in self.due  # predictions served at s: made before entry s + 1
-                or s in joining
-                or s == counted_from
-                or (s > counted_from and (s % every == 0 or s == to))
-            ):
-                break
+        points = [s for s in (*self.due, *joining) if s >= seq]
+        if self.counted_from >= seq:
+            points.append(self.counted_from)
+        else:  # the next curve point
+            points.append(seq + (-seq) % self.every)
+            if self.to >= seq:
+                points.append(self.to)
+        stop = min(stop, *points)
+        out = list(itertools.islice(self.ahead, max(0, stop - seq + 1)))
+        # up to a change or a reset (its entry excluded)
+        n = self._flat_learned(seq, len(out))
+        for t in range(n, len(out)):
+            if entry_kind(out[t][1]) in (b"c", b"r"):
+                return out[:t]
         return out
+
+    def _flat_learned(self, seq: int, n: int) -> int:
+        """How many of the ``n`` entries from ``seq`` on are, from the first on, learn or
+        label entries as read together (see :meth:`_flat_pieces`)."""
+        s, end = seq, seq + n
+        for flat in self.flat:
+            if s >= end:
+                break
+            a = s - flat.first
+            if a < 0 or a >= len(flat.status):
+                continue
+            z = min(end - flat.first, len(flat.status))
+            status = flat.status[a:z]
+            other = np.flatnonzero((status != LEARN) & (status != LABEL))
+            if other.size:
+                return s + int(other[0]) - seq
+            s = flat.first + z
+        return s - seq
 
     @staticmethod
     def _one_by_one(r: Run, entries: list[LogEntry | None], counted: bool) -> None:
@@ -387,6 +548,21 @@ class Replay:
         if counted:
             r.trials += len(trials)
             r.mistakes += mistakes
+
+
+def _as_read(raw: RawEntry) -> RawEntry:
+    """An entry as ``read_log`` gives it: its fields made a dict (the last of a name
+    kept, an odd one out dropped), listed flat."""
+    it = iter(raw[1])
+    return raw[0], [v for kv in dict(zip(it, it, strict=False)).items() for v in kv]
+
+
+def _row(batch: AttributeBatch | ExpertBatch, t: int) -> Attributes | Experts:
+    """Row ``t`` of ``batch`` as an instance."""
+    if isinstance(batch, AttributeBatch):
+        return batch[t]
+    a, z = int(batch.indptr[t]), int(batch.indptr[t + 1])
+    return Experts(batch.expert[a:z], batch.cls[a:z], batch.value[a:z])
 
 
 def _batch(xs: list[Attributes | Experts]) -> AttributeBatch | ExpertBatch | None:

@@ -19,11 +19,24 @@ from models.core.instance import (
 from models.core.learner import Learner
 from models.kernels.dispatch import binary_fit_batch
 
-__all__ = ["BinaryLearner", "MulticlassLearner", "RunKernel"]
+__all__ = ["BinaryLearner", "ExpertRunLearner", "MulticlassLearner", "RunKernel", "classes_of"]
 
 #: A compiled run of trials: (batch, class or sign of each, mistakes, updates) -> the
 #: trials applied (see :func:`learned_prefix`).
 RunKernel = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], int]
+
+
+def classes_of(learner: Learner, ys: Sequence[Label]) -> np.ndarray:
+    """The class index of each label of ``ys`` (int64), as :meth:`Learner.class_of` gives
+    it: looked up together, or each by ``class_of`` (which says what is wrong) when a
+    label is a bool or unknown."""
+    table = learner._class
+    try:
+        if bool not in set(map(type, ys)):  # (True == 1 would pass as the label 1)
+            return np.fromiter(map(table.__getitem__, ys), np.int64, len(ys))
+    except (KeyError, TypeError):
+        pass
+    return np.array([learner.class_of(y) for y in ys], dtype=np.int64)
 
 
 def learned_prefix(
@@ -94,7 +107,7 @@ class BinaryLearner(Learner):
         """``learn_prefix`` of a learner whose trial is :func:`binary_fit` of its
         ``kernel_state`` (one compiled loop over the trials, the same calls in order)."""
         batch = self.coerce_batch(xs)
-        signs = np.array([1 - 2 * self.class_of(y) for y in ys], dtype=np.int64)
+        signs = 1 - 2 * classes_of(self, ys)
         state = self.kernel_state()
         assert state is not None
         fam, w, s, p = state
@@ -159,8 +172,30 @@ class MulticlassLearner(Learner):
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """``learn_prefix`` by the compiled run ``run`` over class indices."""
         batch = self.coerce_batch(xs)
-        classes = np.array([self.class_of(y) for y in ys], dtype=np.int64)
-        return learned_prefix(self, batch, classes, run)
+        return learned_prefix(self, batch, classes_of(self, ys), run)
 
     def snapshot(self) -> LinearMaxHypothesis:
         return LinearMaxHypothesis(self.weights(), self.labels, self._check)
+
+
+class ExpertRunLearner(MulticlassLearner):
+    """A linear-max learner whose trials also run in one compiled loop, ``_learn_run``
+    (a :data:`RunKernel` over an :class:`ExpertBatch` and class indices)."""
+
+    def learn_expert_prefix(
+        self, xs: Any, ys: Sequence[Label]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Learn a run of trials in one compiled loop, with the results and the state of
+        one by one: (mistakes, updates, trials applied: fewer than all only where the
+        learner refuses an update, which changes nothing from that trial on).
+
+        ``xs`` is an :class:`~models.core.instance.ExpertBatch` or a sequence of instances.
+        (Named apart from the attribute learners' ``learn_prefix``, which a worker's
+        replay takes for any binary model with an attribute batch.)
+        """
+        return self._compiled_prefix(xs, ys, self._learn_run)
+
+    def _learn_run(
+        self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray
+    ) -> int:  # pragma: no cover - interface
+        raise NotImplementedError

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from models.core.forms import BinaryLearner
+from models.core.forms import BinaryLearner, classes_of
 from models.core.hypothesis import Label
 from models.core.instance import Attributes, InvalidInstance
 from models.core.learner import Learner, UpdateRefused
@@ -277,7 +277,7 @@ class BalancedWinnow(BinaryLearner):
         indptr, idx, val = batch.indptr, batch.indices, batch.values
         if len(ys) != len(batch):
             raise InvalidInstance(f"{len(batch)} instances but {len(ys)} labels")
-        signs = np.array([1 - 2 * self.class_of(y) for y in ys], dtype=np.int64)
+        signs = 1 - 2 * classes_of(self, ys)
         mistakes = np.zeros(signs.size, dtype=bool)
         updates = np.zeros(signs.size, dtype=bool)
         done = kernel.fit_batch(

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from models.core.forms import MulticlassLearner
+from models.core.forms import ExpertRunLearner
 from models.core.hypothesis import Label, LinearMaxHypothesis
 from models.core.instance import ExpertBatch, Experts
 from models.core.learner import Learner
@@ -26,7 +26,7 @@ from models.learners.weighted_majority import tracking_off
 __all__ = ["Committee"]
 
 
-class Committee(MulticlassLearner):
+class Committee(ExpertRunLearner):
     """Committee: weights over sub-experts, multiplicative updates, normalised to sum 1.
 
     Class j's vote is sum_i w_i x_i^j; the prediction is the first class with the largest
@@ -187,18 +187,6 @@ class Committee(MulticlassLearner):
             self.r_, self.scalars_, self._la, prm[fam.COMMITTEE_FLOOR], prm[fam.COMMITTEE_SHARE],
             x.expert, x.cls, x.value, self._k, c, wf, wi,
         )  # fmt: skip
-
-    def learn_expert_prefix(
-        self, xs: Any, ys: Sequence[Label]
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Learn a run of trials in one compiled loop, with the results and the state of
-        one by one: (mistakes, updates, trials applied: all, as Committee refuses no update).
-
-        ``xs`` is an :class:`~models.core.instance.ExpertBatch` or a sequence of instances.
-        (Named apart from the attribute learners' ``learn_prefix``, which a worker's
-        replay takes for any binary model with an attribute batch.)
-        """
-        return self._compiled_prefix(xs, ys, self._learn_run)
 
     def _learn_run(
         self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray

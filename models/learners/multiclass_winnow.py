@@ -8,11 +8,10 @@ initial weights are below it, so every weight stays finite, and so does every sc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from models.core.forms import MulticlassLearner
+from models.core.forms import ExpertRunLearner
 from models.core.hypothesis import Label
 from models.core.instance import ExpertBatch, Experts
 from models.core.learner import CannotGrow, Learner, UpdateRefused
@@ -25,7 +24,7 @@ from models.kernels.common import linear_max_scores
 __all__ = ["MulticlassWinnow"]
 
 
-class MulticlassWinnow(MulticlassLearner):
+class MulticlassWinnow(ExpertRunLearner):
     """Multi-class Winnow: one positive weight vector per class, (1 + alpha x) updates.
 
     Over attributes seen as sub-experts (Mesterharm 1999, §4.3: sub-expert (i, c), numbered
@@ -125,19 +124,6 @@ class MulticlassWinnow(MulticlassLearner):
                 pred,
             )
         return pred, status == 1
-
-    def learn_expert_prefix(
-        self, xs: Any, ys: Sequence[Label]
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Learn a run of trials in one compiled loop, with the results and the state of
-        one by one: (mistakes, updates, trials applied: fewer than all when an update would
-        push a weight past the ceiling, refused whole with the trials after it).
-
-        ``xs`` is an :class:`~models.core.instance.ExpertBatch` or a sequence of instances.
-        (Named apart from the attribute learners' ``learn_prefix``, which a worker's
-        replay takes for any binary model with an attribute batch.)
-        """
-        return self._compiled_prefix(xs, ys, self._learn_run)
 
     def _learn_run(
         self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray

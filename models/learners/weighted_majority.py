@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from models.core.forms import MulticlassLearner
+from models.core.forms import ExpertRunLearner
 from models.core.hypothesis import Hypothesis, InstanceCheck, Label
 from models.core.instance import ExpertBatch, Experts
 from models.core.learner import Learner
@@ -48,7 +48,7 @@ class WeightedMajorityHypothesis(Hypothesis):
         return np.asarray(totals)
 
 
-class WeightedMajority(MulticlassLearner):
+class WeightedMajority(ExpertRunLearner):
     """Weighted Majority over experts, each predicting one label.
 
     Each sub-expert predicts its top-voted class (ties to the smallest); sub-experts with no
@@ -192,19 +192,6 @@ class WeightedMajority(MulticlassLearner):
             self.n_classes,
             c,
         )
-
-    def learn_expert_prefix(
-        self, xs: Any, ys: Sequence[Label]
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Learn a run of trials in one compiled loop, with the results and the state of
-        one by one: (mistakes, updates, trials applied: all, as Weighted Majority refuses no
-        update).
-
-        ``xs`` is an :class:`~models.core.instance.ExpertBatch` or a sequence of instances.
-        (Named apart from the attribute learners' ``learn_prefix``, which a worker's
-        replay takes for any binary model with an attribute batch.)
-        """
-        return self._compiled_prefix(xs, ys, self._learn_run)
 
     def _learn_run(
         self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray

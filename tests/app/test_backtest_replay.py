@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.service.live_model import LiveModel
 from app.service.replay import Replay, Run
@@ -227,3 +229,89 @@ def test_runs_learned_together_meet_resets_and_changes_as_one_by_one() -> None:
     together, alone = replay(True), replay(False)
     assert together == alone
     assert together[-1][0]["stopped"]["version"] == 212  # (the fixed one cannot grow)
+
+
+def _grown_log(seed: int, n: int, far: int, change_at: int, corrupt: int) -> list[Any]:
+    """A log of ``n`` entries whose experts abstain at random, a change adding an expert
+    at ``change_at`` (after which it votes), labels up to ``far`` versions late, and
+    every ``corrupt``-th instance no longer decoding."""
+    rng = np.random.default_rng(seed)
+    ref = _model()
+    names = ["e0", "e1", "e2"]
+    log: list[tuple[bytes, list[bytes]]] = []
+    served: list[tuple[int, Any, int]] = []
+    while len(log) < n:
+        seq = len(log) + 1
+        if seq == change_at:
+            change = orjson.dumps({"experts": {"add": ["e3"]}})
+            assert ref.take_change(seq, change) is None
+            names.append("e3")
+            log.append((b"%d-0" % seq, [b"k", b"c", b"c", change, b"w", b"3"]))
+            continue
+        y = int(rng.integers(3))
+        votes = {e: LABELS[y if rng.random() < 0.7 else int(rng.integers(3))] for e in names}
+        x = ref.encode({"experts": {e: v for e, v in votes.items() if rng.random() < 0.8}})
+        if rng.random() < 0.3:
+            served.append((seq - 1, x, ref.space.class_of(ref.learner.predict(x))))
+            continue
+        if served and (rng.random() < 0.5 or seq - 1 - served[0][0] >= far):
+            at, x, p = served.pop(0)
+            fields = [b"k", b"l", b"t", b"t%d" % seq, b"x", encode_instance(x)]
+            fields += [b"y", b"%d" % y, b"p", b"%d" % p, b"v", b"%d" % at, b"w", b"1"]
+        else:
+            fields = [b"k", b"n", b"x", encode_instance(x), b"y", b"%d" % y, b"w", b"1"]
+        ref.learner.trial(x, ref.labels[y])
+        if corrupt and seq % corrupt == 0:
+            fields[fields.index(b"x") + 1] = b"E\x00"
+        log.append((b"%d-0" % seq, fields))
+    return log
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    n=st.integers(1, 300),
+    far=st.integers(0, 40),
+    change_at=st.integers(0, 300),
+    corrupt=st.sampled_from([0, 0, 13, 61]),
+    look_ahead=st.integers(1, 64),
+    step=st.integers(1, 400),
+    counted_from=st.integers(0, 100),
+    points=st.integers(1, 20),
+    twice=st.sampled_from([0, 0, 17]),
+)
+def test_the_batched_replay_counts_what_the_entry_by_entry_replay_counts(
+    seed: int,
+    n: int,
+    far: int,
+    change_at: int,
+    corrupt: int,
+    look_ahead: int,
+    step: int,
+    counted_from: int,
+    points: int,
+    twice: int,
+) -> None:
+    # as the server replies: with every ``twice``-th entry holding a field twice (the
+    # kind, made a reset; the label; the stamp), which read_log reads as a dict keeps it
+    replies = _grown_log(seed, n, far, change_at, corrupt)
+    for t in range(twice - 1, n, twice or n + 1):
+        name = (b"k", b"y", b"w")[t % 3]
+        replies[t] = (replies[t][0], [*replies[t][1], name, b"r" if name == b"k" else b"2"])
+    read = []
+    for entry_id, fields in replies:
+        it = iter(fields)
+        read.append((entry_id, [v for kv in dict(zip(it, it, strict=True)).items() for v in kv]))
+
+    def replay(batch: bool) -> list[Any]:
+        runs = [Run(CONFIG["learner"], _model(), served=True)]
+        runs += [Run(spec, _model(spec)) for spec in KINDS[1:]]
+        replay = Replay(runs, counted_from, n, points, look_ahead, batch=batch)
+        log = replies if batch else read
+        for i in range(0, n, step):
+            replay.take(log[i : i + step], replies=batch)
+            while (reset := replay.advance(final=i + step >= n)) is not None:
+                replay.reset(reset, None)  # (the model's state there is not kept)
+        return [replay.resets, *_results(replay)]
+
+    assert replay(True) == replay(False)

@@ -8,7 +8,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.core.instance import Attributes, Experts, consecutive_rows
+from models.core.instance import AttributeBatch, Attributes, ExpertBatch, Experts, consecutive_rows
+from models.kernels import logentries
 from storage.codec import (
     LogEntry,
     decode_entries,
@@ -17,6 +18,7 @@ from storage.codec import (
     decode_instances,
     encode_instance,
     encode_instances,
+    read_flat,
 )
 from storage.errors import CorruptData
 
@@ -128,6 +130,10 @@ FIELDS = st.sampled_from(
         [b"k", b"n", b"y", b"9"],  # a class the model has not
         [b"k", b"r"],
         [b"k", b"n"],  # no y
+        [b"k", b"n", b"i", b"key-1", b"y", b"0"],
+        [b"k", b"n", b"i", b"a key", b"y", b"0"],  # not printable ASCII
+        [b"k", b"n", b"y", b"0", b"y", b"1"],  # twice: the last one counts
+        [b"k", b"l", b"t", b"t1", b"y", b"0", b"p", b"1", b"v", b"99"],  # served later
     ]
 )
 
@@ -251,3 +257,44 @@ def test_rows_of_a_batch_encode_as_each_alone_in_a_run_or_not(
     picked = data.draw(st.permutations(rows)) if len(rows) > 1 else [*rows, *rows]
     if consecutive_rows(picked) is None:
         assert encode_instances(picked) == [encode_instance(x) for x in picked]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(entry(), min_size=1, max_size=8), st.integers(0, 6), st.integers(2, 4))
+def test_entries_read_flat_are_each_as_decoded_alone_or_left_to_the_decoder(
+    entries: list[tuple[bytes, list[bytes]]], size: int, k: int
+) -> None:
+    entries = [(b"%d-0" % (t + 1), f) for t, (_, f) in enumerate(entries)]
+    flat = read_flat(entries)
+    assert flat is not None and flat.first == 1
+    for t, e in enumerate(entries):
+        alone = one_entry(e, size, k)
+        status = int(flat.status[t])
+        if status == logentries.RESET:
+            assert isinstance(alone, LogEntry) and alone.kind == "reset"
+        if status not in (logentries.LEARN, logentries.LABEL) or not flat.fits(t, t + 1, size, k):
+            continue  # (left to the full decoder)
+        assert isinstance(alone, LogEntry) and alone.x is not None
+        assert alone.kind == ("learn" if status == logentries.LEARN else "label")
+        assert (alone.y, alone.served_at) == (flat.y[t], flat.served_at[t])
+        assert (-1 if alone.predicted is None else alone.predicted) == flat.predicted[t]
+        row = flat.batch.between(int(flat.row[t]), int(flat.row[t]) + 1)
+        if isinstance(alone.x, Experts):
+            assert isinstance(row, ExpertBatch)
+            got = (row.expert, row.cls, row.value)
+            want = (alone.x.expert, alone.x.cls, alone.x.value)
+        else:
+            assert isinstance(row, AttributeBatch)
+            got, want = (row.indices, row.values), (alone.x.indices, alone.x.values)
+        for a, b in zip(got, want, strict=True):
+            assert a.tolist() == b.tolist()
+        assert int(flat.extent[flat.row[t]]) == alone.x.size
+
+
+def test_entries_out_of_order_or_not_bytes_are_not_read_flat() -> None:
+    fields = [b"k", b"n", b"x", encode_instance(Attributes([1], [1.0])), b"y", b"0"]
+    assert read_flat([(b"1-0", fields), (b"3-0", fields)]) is None
+    assert read_flat([(b"1-0", [*fields[:-1], "0"])]) is None
+    assert read_flat([]) is None
+    got = read_flat([(b"1-0", fields), (b"2-0", fields)])
+    assert got is not None and got.status.tolist() == [logentries.LEARN] * 2
