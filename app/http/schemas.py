@@ -717,6 +717,29 @@ class DetectorPublic(BaseModel):
     )
 
 
+class BoundBestPublic(BaseModel):
+    expert: str = Field(description="the sub-expert of the least bound so far in the run")
+    mistakes: int = Field(description="its mistakes in the run (top vote not the label)")
+    loss: float = Field(description="its loss: the mistakes, plus brier x its half Brier scores")
+
+
+class BoundPublic(BaseModel):
+    """The bound watch: the learner's mistakes against its proven bound relative to the
+    best sub-expert, over the run since the learner last changed in the log."""
+
+    learner: dict[str, Any] = Field(description="the learner's kind and parameters")
+    since: int | None = Field(description="the log seq of the run's first trial")
+    trials: int
+    mistakes: int = Field(description="the learner's own mistakes in the run")
+    bound: float | None = Field(description="the bound on them now (null: suspended)")
+    best: BoundBestPublic | None
+    over: bool = Field(description="over the bound since its last alert")
+    suspended: dict[str, Any] | None = Field(
+        description="{seq, why}: a trial broke the bound's premise; null: it holds"
+    )
+    alerts: list[dict[str, Any]] = Field(description="the latest, oldest first")
+
+
 class AlertsPublic(BaseModel):
     """A model's alerts at its latest version (the same on every worker), with its watch's
     figures and its alert config."""
@@ -730,3 +753,6 @@ class AlertsPublic(BaseModel):
         description="each watched sub-expert's error rate, its recent trials"
     )
     alerts: list[AlertPublic] = Field(description="the latest, oldest first")
+    bound: BoundPublic | None = Field(
+        None, description="the bound watch, for a learner with a bound (docs/drift.rst)"
+    )

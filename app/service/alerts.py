@@ -2,13 +2,15 @@
 trial's way.
 
 Every worker's drift watch (:mod:`app.service.drift_watch`) detects the same change at the
-same log seq as it replays the log. A worker looks over the watches of the models it holds
+same log seq as it replays the log, and its bound watch (:mod:`app.service.bound_watch`)
+finds the same crossing. A worker looks over the watches of the models it holds
 every :data:`POLL` seconds and queues the alerts it has not handed on yet (a bounded
 queue; one that is full is tried again at the next look). A background task raises each
 in Redis (:class:`storage.alerts.AlertStore`: a record per incarnation, seq and stream,
 written once, with a mark on the model's curve); the worker whose write raised it counts
 it (``committee_model_alerts_total`` by model, ``committee_alerts_total`` over all),
-calls the model's webhook and, with ``rollback``, rolls the model back. A model's alert config is
+calls the model's webhook and, with ``rollback``, rolls the model back (on a drift of the
+model's own stream only). A model's alert config is
 ``{"webhook_url": ..., "rollback": false}``; the webhook's host must match one of the
 operator's ``alert_allowed_hosts`` (host globs, none by default, read as the fan-out's
 ``allowed_endpoints``), checked when it is set and again at each call, and redirects are
@@ -33,6 +35,7 @@ from prometheus_client import Counter
 from app.core.errors import BadInput
 from app.core.settings import Settings
 from app.core.waiting import until
+from app.service import bound_watch
 from app.service.drift_watch import NAME, DriftWatch
 from app.service.fanout import MAX_URL, allowed
 from app.service.replicas import Replicas
@@ -54,10 +57,11 @@ ALERTS = Counter(
 )
 RAISED = Counter(
     "committee_alerts",
-    "alerts raised, of every model, by stream: model or expert (each counted once)",
+    "alerts raised, of every model, by stream: model or expert (drift), or bound (each "
+    "counted once)",
     ["stream"],
 )
-for _stream in ("model", "expert"):  # exported at 0 from the start, so a rise is seen
+for _stream in ("model", "expert", "bound"):  # exported at 0 from the start, so a rise is seen
     RAISED.labels(_stream)
 WEBHOOKS = Counter(
     "committee_alert_webhooks",
@@ -106,7 +110,13 @@ class _Hook:
 
 
 def _mark(alert: dict[str, Any]) -> str:
-    """An alert in a few words, for the model's curve: "drift model: error 0.10 -> 0.41"."""
+    """An alert in a few words, for the model's curve: "drift model: error 0.10 -> 0.41",
+    "bound: 31 mistakes > 30.2 (best expert:svm, 12)"."""
+    if alert["kind"] == "bound":
+        return (
+            f"bound: {alert['mistakes']} mistakes > {alert['bound']:.1f} "
+            f"(best {alert['best']}, {alert['best_mistakes']})"
+        )
     before, after = alert.get("before"), alert.get("after")
     shown = "?" if before is None else f"{before:.2f}"
     return f"{alert['kind']} {alert['what']}: error {shown} -> {after:.2f}"
@@ -167,7 +177,15 @@ class Alerts:
         m = await self.replicas.fresh(name)
         watch = m.monitors.get(NAME)
         figures = watch.figures() if isinstance(watch, DriftWatch) else {"alerts": []}
-        return {"model": name, "version": m.version, "config": config or None, **figures}
+        bound = m.monitors.get(bound_watch.NAME)
+        shown = bound.figures() if isinstance(bound, bound_watch.BoundWatch) else None
+        return {
+            "model": name,
+            "version": m.version,
+            "config": config or None,
+            **figures,
+            "bound": shown,
+        }
 
     # -- raising -----------------------------------------------------------------------
 
@@ -183,13 +201,18 @@ class Alerts:
         assert queue is not None
         held = self.replicas.held()
         for m in held:
-            watch = m.monitors.get(NAME)
-            if not isinstance(watch, DriftWatch) or not watch.alerts:
+            alerts = [
+                alert
+                for watch in (m.monitors.get(NAME), m.monitors.get(bound_watch.NAME))
+                if isinstance(watch, (DriftWatch, bound_watch.BoundWatch))
+                for alert in watch.alerts
+            ]
+            if not alerts:
                 continue
             key = (m.name, m.incarnation)
             seen = self._seen.get(key, set())
             handed = set()
-            for alert in watch.alerts:
+            for alert in alerts:
                 at = (alert["seq"], alert["what"])
                 if at not in seen:
                     try:
@@ -223,7 +246,7 @@ class Alerts:
             return
         if config is None:  # raised by another worker, or before
             return
-        stream = "model" if alert["what"] == "model" else "expert"
+        stream = alert["what"] if alert["what"] in ("model", "bound") else "expert"
         ALERTS.labels(item.name, stream).inc()
         RAISED.labels(stream).inc()
         log.warning("model %s: %s alert at log entry %d", item.name, _mark(alert), alert["seq"])

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from app.service.monitor import Kind, Monitor
+from app.service.monitor import Kind, Monitor, top_votes
 from models.core.instance import Attributes, Experts
+from models.core.learner import Learner
 from models.core.state import InvalidState, expect_keys
 from models.drift import STEP_DELAY, PageHinkley
 from models.inputs.space import InputSpace
@@ -171,19 +172,6 @@ def _count(doc: Any, name: str, what: str) -> int:
     return value
 
 
-def _tops(x: Experts, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The sub-experts that vote in ``x`` and each one's top-voted class (the lowest of
-    equal votes)."""
-    e, c, v = x.expert, x.cls, x.value
-    if not e.size:
-        return e, e
-    order = np.lexsort((c, -v, e))  # by expert, then the highest vote, then the class
-    e, c = e[order], c[order]
-    first = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
-    keep = e[first] < size
-    return e[first][keep], c[first][keep]
-
-
 class DriftWatch:
     """The drift watch of one model (see the module's notes): the model's stream, and
     with at most :data:`EXPERT_WATCH` sub-experts each one's, with the alerts raised,
@@ -209,6 +197,9 @@ class DriftWatch:
         self.names = space.describe_experts("experts")
         self.experts += [Stream() for _ in range(size - len(self.experts))]
 
+    def relearned(self, learner: Learner) -> None:
+        """Nothing: the watch counts trials, whichever learner made them."""
+
     def _record(self, alert: dict[str, Any], what: str) -> None:
         self.alerts.append({"kind": "drift", "what": what, "detector": DETECTOR, **alert})
         del self.alerts[:-MAX_ALERTS]
@@ -218,7 +209,7 @@ class DriftWatch:
         if alert is not None:
             self._record(alert, "model")
         if self.experts and isinstance(x, Experts):
-            voters, tops = _tops(x, len(self.experts))
+            voters, tops = top_votes(x, len(self.experts))
             for i, top in zip(voters.tolist(), tops.tolist(), strict=True):
                 alert = self.experts[i].step(seq, top != y)
                 if alert is not None:
@@ -282,15 +273,15 @@ class DriftWatch:
         }
 
 
-def _follows(space: InputSpace, form: str) -> bool:
+def _follows(space: InputSpace, form: str, learner: Learner) -> bool:
     return True
 
 
-def _fresh(space: InputSpace, form: str) -> Monitor:
+def _fresh(space: InputSpace, form: str, learner: Learner) -> Monitor:
     return DriftWatch(space, form)
 
 
-def _read(doc: Any, space: InputSpace, form: str) -> Monitor:
+def _read(doc: Any, space: InputSpace, form: str, learner: Learner) -> Monitor:
     return DriftWatch.read(doc, space, form)
 
 

@@ -25,7 +25,7 @@ from app.core.errors import BadInput
 from app.service.budget import Limits, check_labels, check_learner
 from app.service.challenger import Challenger, export_model, read_model
 from app.service.monitor import Monitor
-from app.service.monitors import fresh_monitors, read_monitors
+from app.service.monitors import fresh_monitors, read_monitors, relearned
 from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
 from models.core.learner import CannotGrow, Learner, UpdateRefused
 from models.core.params import InvalidParameter
@@ -328,7 +328,7 @@ class LiveModel:
         self.space, self.form, self.learner = build_model(config, limits)
         self.challengers: dict[str, Challenger] = {}
         # what follows the judged trials beside the learner (app.service.monitors)
-        self.monitors: dict[str, Monitor] = fresh_monitors(self.space, self.form)
+        self.monitors: dict[str, Monitor] = fresh_monitors(self.space, self.form, self.learner)
         names = (space or {}).get("challengers", [])
         try:
             if state is not None:
@@ -336,7 +336,7 @@ class LiveModel:
                 self.challengers, monitors = read_model(
                     orjson.loads(state), self.learner, labels, size
                 )
-                self.monitors = read_monitors(monitors, self.space, self.form)
+                self.monitors = read_monitors(monitors, self.space, self.form, self.learner)
             if list(self.challengers) != names:
                 raise InvalidState(f"challengers {list(self.challengers)}, its input names {names}")
         except (InvalidState, orjson.JSONDecodeError) as e:
@@ -565,6 +565,7 @@ class LiveModel:
                 log.warning("model %s: challenger %s retired: %s", self.name, c.name, exc)
                 del self.challengers[c.name]
         self.space, self.learner, self.changed = space, learner, True
+        self.monitors = relearned(self.monitors, space, self.form, learner)
         self.config = with_space(self.config, space.config())
         self._sizes(self.snapshot_base)
         self.version = seq
@@ -588,6 +589,7 @@ class LiveModel:
             raise BadInput("name", f"{name!r}: the model has no challenger of that name")
         if op["op"] == "promote":
             self.learner, self.promoted = c.learner, c.spec
+            self.monitors = relearned(self.monitors, self.space, self.form, c.learner)
             self.config = {**self.config, "learner": c.spec}
 
     def challenger(self, name: str, spec: Any, attached: int) -> Challenger:

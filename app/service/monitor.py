@@ -7,10 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from models.core.instance import Attributes, Experts
+from models.core.learner import Learner
 from models.inputs.space import InputSpace
 
-__all__ = ["Kind", "Monitor"]
+__all__ = ["Kind", "Monitor", "top_votes"]
 
 
 class Monitor(Protocol):
@@ -32,7 +35,12 @@ class Monitor(Protocol):
         and predicted ``predicted``)."""
 
     def grown(self, space: InputSpace) -> None:
-        """The model's input became ``space`` (a change entry)."""
+        """The model's input became ``space`` (a change entry); :meth:`relearned` follows
+        with the learner grown to it."""
+
+    def relearned(self, learner: Learner) -> None:
+        """The model's learner is now ``learner``: grown with a change of the input, or
+        another (a promoted challenger). Read there, never kept nor changed."""
 
     def export(self) -> Any:
         """Its state: plain values."""
@@ -43,10 +51,26 @@ class Monitor(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """A kind of monitor: whether it ``follows`` a model of an input space and form, a
-    ``fresh`` one for it, and one ``read`` from its exported state
-    (:class:`InvalidState` when it does not fit)."""
+    """A kind of monitor: whether it ``follows`` a model of an input space, form and
+    learner, a ``fresh`` one for it, and one ``read`` from its exported state
+    (:class:`InvalidState` when it does not fit). The learner is the model's as it is
+    then (its kind, parameters and state); a monitor reads it there and keeps none of it
+    but plain values."""
 
-    follows: Callable[[InputSpace, str], bool]
-    fresh: Callable[[InputSpace, str], Monitor]
-    read: Callable[[Any, InputSpace, str], Monitor]
+    follows: Callable[[InputSpace, str, Learner], bool]
+    fresh: Callable[[InputSpace, str, Learner], Monitor]
+    read: Callable[[Any, InputSpace, str, Learner], Monitor]
+
+
+def top_votes(x: Experts, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sub-experts below ``size`` that vote in ``x``, ascending, and each one's
+    top-voted class (the lowest of equal votes): what the drift and bound watches judge
+    a sub-expert by, and what Weighted Majority's sub-experts predict."""
+    e, c, v = x.expert, x.cls, x.value
+    if not e.size:
+        return e, e
+    order = np.lexsort((c, -v, e))  # by expert, then the highest vote, then the class
+    e, c = e[order], c[order]
+    first = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
+    keep = e[first] < size
+    return e[first][keep], c[first][keep]

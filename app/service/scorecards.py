@@ -31,6 +31,7 @@ from numba import njit
 
 from app.service.monitor import Kind
 from models.core.instance import Attributes, Experts
+from models.core.learner import Learner
 from models.core.state import InvalidState, decode_array, encode_array
 from models.inputs.space import InputSpace
 
@@ -177,6 +178,9 @@ class Scorecards:
         self.cards_[:, SLOT] = [space.expert_slots(name)[0] for name in names]
         self.cards_[:, LIVE] = [name not in self.retired_ for name in names]
 
+    def relearned(self, learner: Learner) -> None:
+        """Nothing: a classifier's scorecard does not depend on the learner."""
+
     def export(self) -> dict[str, Any]:
         keys, ns = self._confusion()
         rows = np.stack(
@@ -317,15 +321,15 @@ def _rate(mistakes: int, trials: int) -> float | None:
     return mistakes / trials if trials else None
 
 
-def _follows(space: InputSpace, form: str) -> bool:
+def _follows(space: InputSpace, form: str, learner: Learner) -> bool:
     return form == "experts" and space.experts is not None
 
 
 #: the kind: every model whose input has experts
 KIND = Kind(
     follows=_follows,
-    fresh=lambda space, form: Scorecards(space),
-    read=lambda doc, space, form: Scorecards.read(doc, space),
+    fresh=lambda space, form, learner: Scorecards(space),
+    read=lambda doc, space, form, learner: Scorecards.read(doc, space),
 )
 
 

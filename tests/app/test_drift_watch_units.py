@@ -16,6 +16,7 @@ from models.core.instance import Attributes, Experts
 from models.core.state import InvalidState
 from models.drift import STEP_DELAY, PageHinkley
 from models.inputs.space import InputSpace
+from models.learners.perceptron import Perceptron
 
 DELAY = STEP_DELAY["page-hinkley"]
 X = Attributes.from_mapping({0: 1.0})
@@ -40,7 +41,8 @@ def _feed(w: DriftWatch, bits: np.ndarray, first: int = 1) -> None:
 
 def test_every_model_has_a_drift_watch() -> None:
     assert "drift" in KINDS
-    assert isinstance(fresh_monitors(_attributes(), "attributes")["drift"], DriftWatch)
+    learner = Perceptron(n_features=2, labels=["a", "b"])
+    assert isinstance(fresh_monitors(_attributes(), "attributes", learner)["drift"], DriftWatch)
 
 
 def test_a_rise_is_alerted_within_the_documented_delay_with_the_rates_around_it() -> None:
@@ -94,7 +96,8 @@ def test_the_state_round_trips_and_the_watch_goes_on_alike() -> None:
     w = DriftWatch(_attributes(), "attributes")
     _feed(w, bits[:3_100])
     doc = orjson.loads(orjson.dumps(w.export()))
-    back = read_monitors({"drift": doc}, _attributes(), "attributes")["drift"]
+    learner = Perceptron(n_features=2, labels=["a", "b"])
+    back = read_monitors({"drift": doc}, _attributes(), "attributes", learner)["drift"]
     assert isinstance(back, DriftWatch) and back.export() == w.export()
     _feed(w, bits[3_100:], first=3_101)
     _feed(back, bits[3_100:], first=3_101)

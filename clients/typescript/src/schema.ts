@@ -872,6 +872,8 @@ export interface components {
              * @description the latest, oldest first
              */
             alerts: components["schemas"]["AlertPublic"][];
+            /** @description the bound watch, for a learner with a bound (docs/drift.rst) */
+            bound?: components["schemas"]["BoundPublic"] | null;
         };
         /** AuditEntryPublic */
         AuditEntryPublic: {
@@ -1040,6 +1042,75 @@ export interface components {
         BatchPublic_PredictPublic_: {
             /** Items */
             items: components["schemas"]["BatchItem_PredictPublic_"][];
+        };
+        /** BoundBestPublic */
+        BoundBestPublic: {
+            /**
+             * Expert
+             * @description the sub-expert of the least bound so far in the run
+             */
+            expert: string;
+            /**
+             * Mistakes
+             * @description its mistakes in the run (top vote not the label)
+             */
+            mistakes: number;
+            /**
+             * Loss
+             * @description its loss: the mistakes, plus brier x its half Brier scores
+             */
+            loss: number;
+        };
+        /**
+         * BoundPublic
+         * @description The bound watch: the learner's mistakes against its proven bound relative to the
+         *     best sub-expert, over the run since the learner last changed in the log.
+         */
+        BoundPublic: {
+            /**
+             * Learner
+             * @description the learner's kind and parameters
+             */
+            learner: {
+                [key: string]: unknown;
+            };
+            /**
+             * Since
+             * @description the log seq of the run's first trial
+             */
+            since: number | null;
+            /** Trials */
+            trials: number;
+            /**
+             * Mistakes
+             * @description the learner's own mistakes in the run
+             */
+            mistakes: number;
+            /**
+             * Bound
+             * @description the bound on them now (null: suspended)
+             */
+            bound: number | null;
+            best: components["schemas"]["BoundBestPublic"] | null;
+            /**
+             * Over
+             * @description over the bound since its last alert
+             */
+            over: boolean;
+            /**
+             * Suspended
+             * @description {seq, why}: a trial broke the bound's premise; null: it holds
+             */
+            suspended: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Alerts
+             * @description the latest, oldest first
+             */
+            alerts: {
+                [key: string]: unknown;
+            }[];
         };
         /**
          * ChallengerCreate
