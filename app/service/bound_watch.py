@@ -56,12 +56,31 @@ from typing import Any
 
 import numpy as np
 
-from app.service.monitor import Kind, Monitor, top_votes
-from models.core.instance import Attributes, Experts
+from app.service.monitor import Kind, Monitor
+from models.core.instance import Attributes, Experts, consecutive_expert_rows
 from models.core.learner import Learner
 from models.core.state import InvalidState, decode_array, encode_array, expect_keys
 from models.inputs.space import InputSpace
-from models.kernels.weighted_majority import half_brier
+from models.kernels.watch import (
+    CROSSED,
+    E_AT,
+    E_BEST,
+    E_BEST_MISTAKES,
+    E_OWN,
+    E_TRIALS,
+    EVENT,
+    NO_EXPERTS,
+    NOT_ONE_HOT,
+    NOT_VOTED,
+    R_BRIER,
+    R_DIVISOR,
+    R_ONE_HOT,
+    R_PER_LOSS,
+    R_PER_TRIAL,
+    bound_run,
+    bound_trial,
+)
+from models.registry import build
 
 __all__ = ["FORMAT", "KIND", "MAX_ALERTS", "NAME", "BoundWatch", "Rule", "rule_of"]
 
@@ -73,8 +92,10 @@ MAX_ALERTS = 64
 #: the learners' kinds the watch knows the bound of
 WEIGHTED_MAJORITY = ("weighted-majority", "fusion")
 COMMITTEE = "committee"
-#: a float bound is crossed when the mistakes exceed it by more than this (its rounding)
-_SLACK = 1e-9
+_WHY = {
+    NOT_VOTED: "a sub-expert did not vote",
+    NOT_ONE_HOT: "a sub-expert's vote was not one label with 1",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +175,14 @@ class BoundWatch:
         rule = rule_of(learner, self.space)
         assert rule is not None, "a learner the watch does not follow"
         self.rule = rule
+        self.rule_ = np.zeros(R_ONE_HOT + 1)
+        self.rule_[[R_PER_LOSS, R_PER_TRIAL, R_DIVISOR, R_BRIER, R_ONE_HOT]] = (
+            rule.per_loss,
+            rule.per_trial,
+            rule.divisor,
+            rule.brier,
+            rule.one_hot,
+        )
         self.offsets = _offsets(learner)
         n = self.offsets.size
         self.losses = np.zeros(n)
@@ -178,28 +207,19 @@ class BoundWatch:
         if self.suspended is not None or not isinstance(x, Experts):
             self.trials += 1
             return
-        n = self.offsets.size
-        voters, tops = top_votes(x, n)
-        why = None
-        if voters.size != n or int(x.expert.max(initial=-1)) >= n:
-            why = "a sub-expert did not vote"
-        elif self.rule.one_hot and not (x.expert.size == n and (x.value == 1.0).all()):
-            why = "a sub-expert's vote was not one label with 1"
-        if why is not None:
-            self.suspended = {"seq": seq, "why": why}
+        counts = np.array([self.trials, self.own, self.over], np.int64)
+        code, bound, best = bound_trial(
+            x.expert, x.cls, x.value, y, int(own != y), self.rule_,
+            self.offsets, self.losses, self.mistakes, counts,
+        )  # fmt: skip
+        self._took(counts)
+        if code in _WHY:
+            self.suspended = {"seq": seq, "why": _WHY[code]}
             self.trials += 1
-            return
-        wrong = tops != y
-        self.mistakes += wrong
-        loss = wrong.astype(np.float64)
-        if self.rule.brier:
-            scored = np.zeros(n)
-            half_brier(x.expert, x.cls, x.value, y, scored)
-            loss += self.rule.brier * scored
-        self.losses += loss
-        self.trials += 1
-        self.own += own != y
-        self._compare(seq)
+        elif code == CROSSED:
+            self._alert(seq, bound, best, self.own, int(self.mistakes[best]), self.trials)
+        elif code == NO_EXPERTS:
+            self.bound()  # the least of no sub-experts: as before, a ValueError
 
     def judged_run(
         self,
@@ -208,8 +228,43 @@ class BoundWatch:
         ys: Sequence[int],
         predicted: Sequence[int],
     ) -> None:
-        for t, (x, y, p) in enumerate(zip(xs, ys, predicted, strict=True)):
-            self.judged(first + t, x, y, p, p)
+        if not len(ys):
+            return
+        run = consecutive_expert_rows(xs)
+        if self.suspended is not None or run is None:  # one by one: not rows of a batch
+            for t, (x, y, p) in enumerate(zip(xs, ys, predicted, strict=True)):
+                self.judged(first + t, x, y, p, p)
+            return
+        if self.since is None:
+            self.since = first
+        batch = run[0].between(run[1], run[1] + len(xs))
+        ys_ = np.asarray(ys, dtype=np.int64)
+        events = np.empty((len(ys_), EVENT), np.int64)
+        bounds = np.empty(len(ys_))
+        counts = np.array([self.trials, self.own, self.over], np.int64)
+        k, stopped, code = bound_run(
+            ys_, np.asarray(predicted, dtype=np.int64), batch.indptr, batch.expert, batch.cls,
+            batch.value, self.rule_, self.offsets, self.losses, self.mistakes, counts,
+            events, bounds,
+        )  # fmt: skip
+        self._took(counts)
+        for row, bound in zip(events[:k].tolist(), bounds[:k].tolist(), strict=True):
+            self._alert(
+                first + row[E_AT],
+                bound,
+                row[E_BEST],
+                row[E_OWN],
+                row[E_BEST_MISTAKES],
+                row[E_TRIALS],
+            )
+        if code in _WHY:
+            self.suspended = {"seq": first + stopped, "why": _WHY[code]}
+        elif code == NO_EXPERTS:
+            self.bound()  # the least of no sub-experts: as before, a ValueError
+
+    def _took(self, counts: np.ndarray) -> None:
+        self.trials, self.own, over = counts.tolist()
+        self.over = bool(over)
 
     def bound(self) -> tuple[float, int]:
         """The bound on the run's mistakes now, and the sub-expert it is evaluated at
@@ -220,25 +275,21 @@ class BoundWatch:
         best = int(np.argmin(costs))
         return (float(costs[best]) + self.trials * r.per_trial) / r.divisor, best
 
-    def _compare(self, seq: int) -> None:
-        bound, best = self.bound()
-        if self.own <= bound * (1.0 + _SLACK) + _SLACK:
-            self.over = False  # at or under it: re-armed
-            return
-        if self.over:
-            return
-        self.over = True
+    def _alert(
+        self, seq: int, bound: float, best: int, own: int, best_mistakes: int, trials: int
+    ) -> None:
+        """Record the crossing at ``seq`` of ``bound`` (at sub-expert ``best``)."""
         self.alerts.append(
             {
                 "kind": "bound",
                 "what": NAME,
                 "seq": seq,
                 "since": self.since,
-                "mistakes": self.own,
+                "mistakes": own,
                 "bound": bound,
                 "best": self.names[best] if best < len(self.names) else str(best),
-                "best_mistakes": int(self.mistakes[best]),
-                "trials": self.trials,
+                "best_mistakes": best_mistakes,
+                "trials": trials,
             }
         )
         del self.alerts[:-MAX_ALERTS]
@@ -331,6 +382,28 @@ class BoundWatch:
         w.since, w.trials, w.own = since, trials, own
         w.over, w.suspended = doc["over"], suspended
         return w
+
+
+def warm() -> None:
+    """Compile the kernels (or load them from numba's cache): trials one by one and as
+    a run, their votes alone or rows of a batch (read-only), and the state read back."""
+    space = InputSpace(["a", "b"], experts={"expert_names": ["e0", "e1"]})
+    learner = build({"kind": "weighted-majority"}, labels=["a", "b"], size=2)
+    rows = Experts.rows(
+        np.array([0, 1, 0, 1]),
+        np.array([0, 1, 1, 1]),
+        np.ones(4),
+        np.array([0, 2, 4]),
+        np.array([2, 2]),
+        np.array([2, 2]),
+        np.ones(2),
+        np.ones(2),
+    )
+    w = BoundWatch(space, learner)
+    for x in (rows[0], Experts([0, 1], [0, 1], [1.0, 1.0])):
+        w.judged(1, x, 0, 1, 1)
+    w.judged_run(2, rows, [0, 1], [1, 1])
+    BoundWatch.read(w.export(), space, learner)
 
 
 def _follows(space: InputSpace, form: str, learner: Learner) -> bool:

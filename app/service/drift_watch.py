@@ -17,18 +17,29 @@ in snapshots. Raising an alert once (a Redis record, a mark on the curve, a webh
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from app.service.monitor import Kind, Monitor, top_votes
-from models.core.instance import Attributes, Experts
+from models.core.instance import Attributes, Experts, consecutive_expert_rows
 from models.core.learner import Learner
 from models.core.state import InvalidState, expect_keys
 from models.drift import STEP_DELAY, PageHinkley
 from models.inputs.space import InputSpace
+from models.kernels.watch import (
+    A_STREAM,
+    ALERT,
+    COUNTS,
+    FILLED,
+    MISTAKES,
+    ONES,
+    POS,
+    TRIALS,
+    drift_run,
+    drift_trial,
+)
 
 __all__ = [
     "EXPERT_WATCH",
@@ -52,8 +63,11 @@ MAX_ALERTS = 64
 #: a model with at most this many sub-experts watches each one's stream too (a detector
 #: step per voting sub-expert per trial: bounded so a trial stays cheap)
 EXPERT_WATCH = 32
-_FULL = (1 << RECENT) - 1
 DETECTOR = "page-hinkley"
+_NO_SEQS = np.empty(0, np.int64)
+_Votes = tuple[np.ndarray, np.ndarray, np.ndarray]
+#: no sub-experts' votes (their sub-experts, classes and votes)
+_NO_VOTES: _Votes = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
 
 
 def _rate(mistakes: int, trials: int) -> float | None:
@@ -62,83 +76,71 @@ def _rate(mistakes: int, trials: int) -> float | None:
 
 class Stream:
     """One 0/1 mistake stream: its detector, the trials and mistakes since the last
-    detection (the segment) and the last :data:`RECENT` outcomes (bits of ``ring``,
-    newest lowest) with their seqs, when ``seqs`` is kept."""
+    detection (the segment) and the last :data:`RECENT` outcomes with their seqs, when
+    ``seqs`` is kept. Its state is a row of a block of streams (its own, or a watch's:
+    :meth:`DriftWatch._pack`) that :mod:`models.kernels.watch` steps."""
 
-    __slots__ = ("detector", "filled", "mistakes", "ring", "seqs", "trials")
+    __slots__ = ("bits", "counts", "detector", "ph", "seqs")
 
     def __init__(self, seqs: bool = False) -> None:
         self.detector = PageHinkley()
-        self.trials = self.mistakes = 0
-        self.ring = self.filled = 0
-        self.seqs: deque[int] | None = deque(maxlen=RECENT) if seqs else None
+        self.ph = self.detector.state_[None, :].copy()
+        self.detector.state_ = self.ph[0]
+        self.counts = np.zeros((1, COUNTS), np.int64)
+        self.bits = np.zeros((1, RECENT), np.uint8)
+        self.seqs = np.zeros(RECENT, np.int64) if seqs else _NO_SEQS
 
-    def _restart(self) -> None:
-        self.trials = self.mistakes = self.ring = self.filled = 0
-        if self.seqs is not None:
-            self.seqs.clear()
+    def _bind(self, ph: np.ndarray, counts: np.ndarray, bits: np.ndarray) -> None:
+        """Keep the state in rows ``ph``, ``counts`` and ``bits`` (views of a block)."""
+        ph[:], counts[:], bits[:] = self.ph, self.counts, self.bits
+        self.ph, self.counts, self.bits = ph, counts, bits
+        self.detector.state_ = ph[0]
 
-    def _alert(self, seq: int) -> dict[str, Any]:
-        """The figures of a detection at ``seq``, the segment then restarting."""
-        recent = self.ring.bit_count()
-        alert = {
-            "seq": seq,
-            "before": _rate(self.mistakes - recent, self.trials - self.filled),
-            "after": _rate(recent, self.filled),
-            "since": self.seqs[0] if self.seqs else None,
-            "trials": self.trials,
-        }
-        self._restart()
-        return alert
+    @property
+    def trials(self) -> int:
+        return int(self.counts[0, TRIALS])
+
+    @property
+    def mistakes(self) -> int:
+        return int(self.counts[0, MISTAKES])
+
+    @property
+    def filled(self) -> int:
+        return int(self.counts[0, FILLED])
+
+    def _window(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The outcomes in the ring, oldest first, and their seqs when kept."""
+        at = (self.counts[0, POS] - self.filled + np.arange(self.filled)) % RECENT
+        return self.bits[0, at], self.seqs[at] if self.seqs.size else None
+
+    @property
+    def ring(self) -> int:
+        """The outcomes in the ring as bits, the newest lowest."""
+        last = self._window()[0]
+        return int.from_bytes(np.packbits(last).tobytes(), "big") >> (-len(last) % 8)
 
     def step(self, seq: int, mistake: bool) -> dict[str, Any] | None:
         """Take one outcome; the alert when the detector fires at it."""
-        self.trials += 1
-        self.mistakes += mistake
-        self.ring = ((self.ring << 1) | mistake) & _FULL
-        self.filled = min(self.filled + 1, RECENT)
-        if self.seqs is not None:
-            self.seqs.append(seq)
-        return self._alert(seq) if self.detector.update(float(mistake)) else None
-
-    def run(self, first: int, bits: np.ndarray) -> list[dict[str, Any]]:
-        """:meth:`step` of each outcome of ``bits`` (uint8), at seqs from ``first`` on,
-        together; the alerts."""
-        out = []
-        start = 0
-        for at in [*self.detector.update_many(bits).tolist(), None]:
-            end = len(bits) if at is None else at + 1
-            self._take(first + start, bits[start:end])
-            if at is not None:
-                out.append(self._alert(first + at))
-            start = end
-        return out
-
-    def _take(self, first: int, bits: np.ndarray) -> None:
-        n = len(bits)
-        if not n:
-            return
-        self.trials += n
-        self.mistakes += int(bits.sum())
-        last = bits[-RECENT:]
-        packed = int.from_bytes(np.packbits(last).tobytes(), "big") >> (-len(last) % 8)
-        self.ring = ((self.ring << len(last)) | packed) & _FULL
-        self.filled = min(self.filled + n, RECENT)
-        if self.seqs is not None:
-            self.seqs.extend(range(max(first, first + n - RECENT), first + n))
+        out = np.empty((1, ALERT), np.int64)
+        if not drift_trial(
+            seq, 0, int(mistake), *_NO_VOTES, self.ph, self.counts, self.bits, self.seqs, out
+        ):
+            return None
+        return _alert(out[0])
 
     def error_rate(self) -> float | None:
         """The error rate of the last :data:`RECENT` trials at most."""
-        return _rate(self.ring.bit_count(), self.filled)
+        return _rate(int(self.counts[0, ONES]), self.filled)
 
     def export(self) -> dict[str, Any]:
+        seqs = self._window()[1]
         return {
             "detector": self.detector.export_state(),
             "trials": self.trials,
             "mistakes": self.mistakes,
             "recent": f"{self.ring:x}",
             "filled": self.filled,
-            "seqs": None if self.seqs is None else list(self.seqs),
+            "seqs": None if seqs is None else seqs.tolist(),
         }
 
     @classmethod
@@ -146,23 +148,40 @@ class Stream:
         doc = expect_keys(doc, what, {"detector", "trials", "mistakes", "recent", "filled", "seqs"})
         s = cls(seqs=doc["seqs"] is not None)
         s.detector.import_state(doc["detector"])
-        s.trials, s.mistakes, s.filled = (
-            _count(doc, k, what) for k in ("trials", "mistakes", "filled")
-        )
+        s.ph[0] = s.detector.state_
+        s.detector.state_ = s.ph[0]
+        trials, mistakes, filled = (_count(doc, k, what) for k in ("trials", "mistakes", "filled"))
         try:
-            s.ring = int(doc["recent"], 16)
+            ring = int(doc["recent"], 16)
         except (TypeError, ValueError):
             raise InvalidState(f"{what}.recent: expected a hexadecimal number") from None
-        if not (s.mistakes <= s.trials and s.filled <= min(s.trials, RECENT)):
+        if not (mistakes <= trials and filled <= min(trials, RECENT)):
             raise InvalidState(f"{what}: mistakes, recent trials and trials do not agree")
-        if not 0 <= s.ring < 1 << s.filled:
-            raise InvalidState(f"{what}.recent: more bits than its {s.filled} trials")
-        if s.seqs is not None:
+        if not 0 <= ring < 1 << filled:
+            raise InvalidState(f"{what}.recent: more bits than its {filled} trials")
+        if s.seqs.size:
             seqs = doc["seqs"]
-            if not isinstance(seqs, list) or len(seqs) != s.filled:
-                raise InvalidState(f"{what}.seqs: expected a list of {s.filled} seqs")
-            s.seqs.extend(_count({"seq": q}, "seq", what) for q in seqs)
+            if not isinstance(seqs, list) or len(seqs) != filled:
+                raise InvalidState(f"{what}.seqs: expected a list of {filled} seqs")
+            s.seqs[:filled] = [_count({"seq": q}, "seq", what) for q in seqs]
+        # the ring from its first slot, the oldest outcome first
+        s.bits[0, :filled] = [(ring >> (filled - 1 - k)) & 1 for k in range(filled)]
+        s.counts[0] = 0
+        s.counts[0, TRIALS], s.counts[0, MISTAKES], s.counts[0, FILLED] = trials, mistakes, filled
+        s.counts[0, POS], s.counts[0, ONES] = filled % RECENT, ring.bit_count()
         return s
+
+
+def _alert(row: np.ndarray) -> dict[str, Any]:
+    """The figures of a detection, a row of the kernels' ``out``."""
+    _, seq, recent, filled, mistakes, trials, since = row.tolist()
+    return {
+        "seq": seq,
+        "before": _rate(mistakes - recent, trials - filled),
+        "after": _rate(recent, filled),
+        "since": None if since < 0 else since,
+        "trials": trials,
+    }
 
 
 def _count(doc: Any, name: str, what: str) -> int:
@@ -183,6 +202,7 @@ class DriftWatch:
         self.experts: list[Stream] = []
         self.names: list[str] = []
         self.alerts: list[dict[str, Any]] = []
+        self._pack()
         self.grown(space)
 
     def grown(self, space: InputSpace) -> None:
@@ -193,9 +213,11 @@ class DriftWatch:
         size = space.size("experts")
         if size > EXPERT_WATCH:
             self.experts, self.names = [], []
+            self._pack()
             return
         self.names = space.describe_experts("experts")
         self.experts += [Stream() for _ in range(size - len(self.experts))]
+        self._pack()
 
     def relearned(self, learner: Learner) -> None:
         """Nothing: the watch counts trials, whichever learner made them."""
@@ -204,16 +226,41 @@ class DriftWatch:
         self.alerts.append({"kind": "drift", "what": what, "detector": DETECTOR, **alert})
         del self.alerts[:-MAX_ALERTS]
 
+    def _pack(self) -> None:
+        """Put the streams' states in one block, the model's first, that one kernel call
+        steps for a trial; each stream keeps its row as views."""
+        streams = [self.model, *self.experts]
+        m = len(streams)
+        self.ph = np.empty((m, self.model.ph.shape[1]))
+        self.counts = np.empty((m, COUNTS), np.int64)
+        self.bits = np.empty((m, RECENT), np.uint8)
+        for i, s in enumerate(streams):
+            s._bind(self.ph[i : i + 1], self.counts[i : i + 1], self.bits[i : i + 1])
+        for s in self.experts:
+            s.seqs = _NO_SEQS
+        self.out = np.empty((m * 4, ALERT), np.int64)
+
+    def _recorded(self, out: np.ndarray, n: int) -> None:
+        """Record the detections of ``out[:n]``."""
+        for row in out[:n]:
+            i = int(row[A_STREAM])
+            self._record(_alert(row), "model" if i == 0 else self.names[i - 1])
+
     def judged(self, seq: int, x: Attributes | Experts, y: int, served: int, own: int) -> None:
-        alert = self.model.step(seq, served != y)
-        if alert is not None:
-            self._record(alert, "model")
-        if self.experts and isinstance(x, Experts):
-            voters, tops = top_votes(x, len(self.experts))
-            for i, top in zip(voters.tolist(), tops.tolist(), strict=True):
-                alert = self.experts[i].step(seq, top != y)
-                if alert is not None:
-                    self._record(alert, self.names[i])
+        votes: _Votes = (x.expert, x.cls, x.value) if isinstance(x, Experts) else _NO_VOTES
+        n = drift_trial(
+            seq,
+            y,
+            int(served != y),
+            *votes,
+            self.ph,
+            self.counts,
+            self.bits,
+            self.model.seqs,
+            self.out,
+        )
+        if n:
+            self._recorded(self.out, n)
 
     def judged_run(
         self,
@@ -222,13 +269,33 @@ class DriftWatch:
         ys: Sequence[int],
         predicted: Sequence[int],
     ) -> None:
-        if self.experts:  # each expert's stream too, in the order one by one gives
+        ys_, ps = np.asarray(ys, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
+        run = consecutive_expert_rows(xs) if self.experts else None
+        if run is not None:
+            batch = run[0].between(run[1], run[1] + len(xs))
+            ptr, votes = batch.indptr, (batch.expert, batch.cls, batch.value)
+        elif self.experts:  # one by one: not rows of a batch
             for seq, x, y, p in zip(range(first, first + len(ys)), xs, ys, predicted, strict=True):
                 self.judged(seq, x, y, p, p)
             return
-        bits = (np.asarray(predicted) != np.asarray(ys)).astype(np.uint8)
-        for alert in self.model.run(first, bits):
-            self._record(alert, "model")
+        else:
+            ptr, votes = _NO_SEQS, _NO_VOTES
+        at = 0
+        while at < len(ys_):
+            n, at = drift_run(
+                first,
+                at,
+                ys_,
+                ps,
+                ptr,
+                *votes,
+                self.ph,
+                self.counts,
+                self.bits,
+                self.model.seqs,
+                self.out,
+            )
+            self._recorded(self.out, n)
 
     def export(self) -> dict[str, Any]:
         return {
@@ -251,6 +318,7 @@ class DriftWatch:
         if not isinstance(experts, list) or len(experts) != len(w.experts):
             raise InvalidState(f"{what}.experts: expected {len(w.experts)} streams")
         w.experts = [Stream.read(e, f"{what}.experts[{i}]") for i, e in enumerate(experts)]
+        w._pack()
         alerts = doc["alerts"]
         if not isinstance(alerts, list) or len(alerts) > MAX_ALERTS:
             raise InvalidState(f"{what}.alerts: expected a list of at most {MAX_ALERTS}")
@@ -271,6 +339,38 @@ class DriftWatch:
             "experts": {n: s.error_rate() for n, s in zip(self.names, self.experts, strict=True)},
             "alerts": list(self.alerts),
         }
+
+
+def warm() -> None:
+    """Compile the kernels (or load them from numba's cache): trials of a model of
+    attributes and of one of sub-experts, one by one and as runs, their votes alone or
+    rows of a batch (read-only), and the state read back."""
+    space = InputSpace(["a", "b"], experts={"expert_names": ["e0", "e1"]})
+    rows = Experts.rows(*_WARM_ROWS)
+    alone = Experts([0, 1], [0, 1], [1.0, 1.0])
+    w = DriftWatch(space, "experts")
+    for x in (rows[0], alone):
+        top_votes(x, 2)
+        w.judged(1, x, 0, 1, 1)
+    w.judged_run(2, rows, [0, 1], [1, 1])
+    w.judged_run(4, [alone], [0], [1])
+    DriftWatch.read(w.export(), space, "experts")
+    plain = DriftWatch(InputSpace(["a", "b"], attributes={"n_features": 2}), "attributes")
+    plain.judged_run(1, [Attributes.from_dense([1.0, 0.0])] * 2, [0, 1], [1, 1])
+    Stream(seqs=True).step(1, True)
+
+
+#: two trials of two sub-experts, as :meth:`Experts.rows` takes them
+_WARM_ROWS = (
+    np.array([0, 1, 0, 1]),
+    np.array([0, 1, 1, 1]),
+    np.ones(4),
+    np.array([0, 2, 4]),
+    np.array([2, 2]),
+    np.array([2, 2]),
+    np.ones(2),
+    np.ones(2),
+)
 
 
 def _follows(space: InputSpace, form: str, learner: Learner) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 from models.core.instance import Attributes, Experts
 from models.core.learner import Learner
 from models.inputs.space import InputSpace
+from models.kernels import watch as kernels
 
 __all__ = ["Kind", "Monitor", "top_votes"]
 
@@ -66,11 +67,8 @@ def top_votes(x: Experts, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The sub-experts below ``size`` that vote in ``x``, ascending, and each one's
     top-voted class (the lowest of equal votes): what the drift and bound watches judge
     a sub-expert by, and what Weighted Majority's sub-experts predict."""
-    e, c, v = x.expert, x.cls, x.value
+    e = x.expert
     if not e.size:
         return e, e
-    order = np.lexsort((c, -v, e))  # by expert, then the highest vote, then the class
-    e, c = e[order], c[order]
-    first = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
-    keep = e[first] < size
-    return e[first][keep], c[first][keep]
+    voters, tops = kernels.top_votes(e, x.cls, x.value, size)
+    return voters, tops

@@ -2,10 +2,12 @@
 
 On a fresh numba cache, compiling the learners' kernels takes tens of seconds. A worker
 runs :func:`warm_worker` (the learners' kernels, :func:`models.warm.warm_kernels`, the
-request-body reader's, :mod:`app.core.jsontext`, and the scorecards',
-:mod:`app.service.scorecards`) in a background thread as it starts, so neither
-``/healthz`` nor any request waits on the compiler; ``/readyz`` answers 503 until it is
-done, and the service awaits :meth:`Warmup.wait` before it first builds a learner.
+request-body reader's, :mod:`app.core.jsontext`, and the monitors': the scorecards',
+:mod:`app.service.scorecards`, and the drift and bound watches',
+:mod:`app.service.drift_watch` and :mod:`app.service.bound_watch`) in a background
+thread as it starts, so neither ``/healthz`` nor any request waits on the compiler;
+``/readyz`` answers 503 until it is done, and the service awaits :meth:`Warmup.wait`
+before it first builds a learner.
 
 Compiled kernels live as long as the process, so one warm-up serves every app the process
 builds (tests build many): the first :class:`Warmup` to start runs it, later ones share it.
@@ -24,7 +26,7 @@ from concurrent.futures import Future
 
 from app.core import jsontext
 from app.core.collector import freeze
-from app.service import scorecards
+from app.service import bound_watch, drift_watch, scorecards
 from models.warm import place_cache, warm_kernels
 
 __all__ = ["Warmup", "warm_worker"]
@@ -38,11 +40,13 @@ _shared: Future[dict[str, float]] | None = None  # this process's warm-up, once 
 def warm_worker() -> dict[str, float]:
     """Every kernel a worker runs, compiled into (or loaded from) the cache
     :func:`models.warm.place_cache` places; seconds per learner kind (the body reader's
-    and the scorecards' few are the first kind's)."""
+    and the monitors' few are the first kind's)."""
     place_cache(jsontext, scorecards)
     start = time.perf_counter()
     jsontext.warm()
     scorecards.warm()
+    drift_watch.warm()
+    bound_watch.warm()
     reader = time.perf_counter() - start
     seconds = warm_kernels()
     first = next(iter(seconds), None)
