@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -28,3 +29,12 @@ def from_each_worker(workers: int, ask: Callable[[], httpx.Response]) -> dict[st
         if len(got) == workers:
             return got
     pytest.fail(f"{tries} requests reached {len(got)} of {workers} workers")
+
+
+def json_from_each_worker(url: str, path: str, workers: int) -> dict[str, Any]:
+    """``GET path``'s answer (a 200, as JSON) from each of ``workers`` workers, by worker."""
+    with httpx.Client(base_url=url, timeout=30, headers={"Connection": "close"}) as c:
+        got = from_each_worker(workers, lambda: c.get(path))
+    for worker, r in got.items():
+        assert r.status_code == 200, (worker, r.text)
+    return {worker: r.json() for worker, r in got.items()}

@@ -16,6 +16,7 @@ import httpx
 import numpy as np
 import orjson
 from _procs import Service
+from _workers import json_from_each_worker
 
 from models.drift import STEP_DELAY
 
@@ -88,19 +89,6 @@ def _wait(what: str, check: Any, timeout: float = 60.0) -> Any:
     return got
 
 
-def _by_worker(url: str, path: str, workers: int) -> dict[str, dict[str, Any]]:
-    """``path``'s answer from each of the ``workers`` (a fresh connection each try)."""
-    out: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + 60
-    while len(out) < workers:
-        assert time.monotonic() < deadline, f"answers from {sorted(out)} only"
-        with httpx.Client(base_url=url, timeout=30) as c:
-            got = c.get(path)
-            assert got.status_code == 200, got.text
-            out.setdefault(got.headers["x-committee-worker"], got.json())
-    return out
-
-
 def test_a_rise_of_the_error_rate_raises_one_alert_on_every_worker_and_one_webhook(
     tmp_path: Path, redis_url: str, redis_prefix: str
 ) -> None:
@@ -118,7 +106,7 @@ def test_a_rise_of_the_error_rate_raises_one_alert_on_every_worker_and_one_webho
                 assert got.json()["config"] == {"webhook_url": hook.url, "rollback": False}
                 _learn(c, name, items)
             path = f"/v1/models/{name}/alerts"
-            answers = _by_worker(svc.url, path, 4)
+            answers = json_from_each_worker(svc.url, path, 4)
             first = next(iter(answers.values()))
             assert all(a["alerts"] == first["alerts"] for a in answers.values())
             alerts = first["alerts"]

@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pytest
 from _procs import Service
+from _workers import json_from_each_worker
 
 LABELS = ["a", "b"]
 
@@ -96,19 +97,6 @@ def _weights(state: dict[str, Any], u: list[float]) -> dict[str, Any]:
     return state
 
 
-def _by_worker(url: str, path: str, workers: int) -> dict[str, dict[str, Any]]:
-    """``path``'s answer from each of the ``workers`` (a fresh connection each try)."""
-    out: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + 60
-    while len(out) < workers:
-        assert time.monotonic() < deadline, f"answers from {sorted(out)} only"
-        with httpx.Client(base_url=url, timeout=30) as c:
-            got = c.get(path)
-            assert got.status_code == 200, got.text
-            out.setdefault(got.headers["x-committee-worker"], got.json())
-    return out
-
-
 def test_a_learner_behind_its_bound_raises_one_alert_across_workers(
     tmp_path: Path, redis_url: str, redis_prefix: str
 ) -> None:
@@ -128,7 +116,7 @@ def test_a_learner_behind_its_bound_raises_one_alert_across_workers(
             assert got.status_code == 200, got.text
             _learn(c, name, _stream(rng, 60, (1.0, 0.0, 0.0)))
         path = f"/v1/models/{name}/alerts"
-        answers = _by_worker(svc.url, path, 2)
+        answers = json_from_each_worker(svc.url, path, 2)
         first = next(iter(answers.values()))
         assert all(a["bound"] == first["bound"] for a in answers.values())
         bound = first["bound"]
