@@ -569,10 +569,14 @@ class TrialCalls:
         """Trials whose labels are known: appended in order and learned from."""
         return (await self.learn_groups(name, [(idem, items)]))[0]
 
-    async def learn_groups(self, name: str, requests: Sequence[LearnRequest]) -> list[list[Result]]:
+    async def learn_groups(
+        self, name: str, requests: Sequence[LearnRequest], keep: bool = True
+    ) -> list[list[Result]]:
         """Several learn requests in one script call, in order; a request with an
         idempotency key is appended at most once (its retries get the first answer,
-        the answers of all the requests appended now being kept in one more call)."""
+        the answers of all the requests appended now being kept in one more call; with
+        ``keep`` False they are not, and a retry reads its answer from the outcomes
+        folded into its record, as when keeping failed)."""
 
         for attempt in range(ATTEMPTS):
             m = await self.replicas.live(name)
@@ -622,7 +626,7 @@ class TrialCalls:
         kept: list[tuple[Idempotency, bytes]] = []
         for (idem, _), out, todo, r in zip(requests, outs, todos, results, strict=True):
             answer = await self._learned(m, idem, out, todo, r)
-            if idem is not None and answer is not None:
+            if keep and idem is not None and answer is not None:
                 kept.append((idem, answer))
         if kept:  # for the requests' retries, all in one script call
             await self.store.trials.keep_answers(name, kept)

@@ -85,3 +85,36 @@ def test_the_answers_kept_together_skip_a_record_of_another_request(
         await s.close()
 
     asyncio.run(go())
+
+
+def test_answers_not_kept_are_read_again_from_the_folded_outcomes(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """``keep=False`` (the consumer's way: each answer is published before its message is
+    acknowledged) writes no kept answer; a retry, here or at another worker that never
+    saw the first call, still gets the first answer, appended once."""
+
+    async def go() -> None:
+        s = Service(redis_url, redis_prefix)
+        await s.create("m")
+        first = [request(f"k{i}", X if i % 2 else Y, "ab"[i % 3 % 2]) for i in range(6)]
+        got = await s.service.trials.learn_groups("m", first, keep=False)
+        assert all(isinstance(out[0], dict) for out in got), got
+        r = redis.Redis.from_url(redis_url)
+        keys = s.service.store.keys("m")
+        assert all(r.hget(keys.idem(idem.key), "r") is None for idem, _ in first)
+        again = await s.service.trials.learn_groups("m", first[::-1], keep=False)
+        assert again == got[::-1]
+        other = Service(redis_url, redis_prefix)  # another worker: the outcomes folded
+        for _ in range(100):
+            retried = await other.service.trials.learn_groups("m", first, keep=False)
+            if all(isinstance(out[0], dict) for out in retried):
+                break
+            await asyncio.sleep(0.05)  # (not folded yet: try again, as a redelivery)
+        assert retried == got
+        assert (await s.service.store.read("m")).counters["learned"] == 6
+        r.close()
+        await other.close()
+        await s.close()
+
+    asyncio.run(go())

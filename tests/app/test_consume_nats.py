@@ -27,6 +27,8 @@ from _brokers import (
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
+from app.service.consume.consumer import Settlement
+
 SUBJECT = "committee.trials"
 
 
@@ -292,3 +294,52 @@ def test_consumers_killed_mid_load_leave_every_trial_in_the_log_exactly_once(
 
 async def _stored(js: JetStreamContext, n: int) -> bool:
     return (await js.stream_info("TRIALS")).state.messages >= n
+
+
+def test_pulls_take_what_is_there_then_wait_for_the_next_and_keep_the_rest(
+    redis_url: str, redis_prefix: str, nats_url: str
+) -> None:
+    """A fetch takes at most what it asks for, the rest of a pull's messages coming with
+    the next fetch (no second request meanwhile); with nothing there, a fetch waits for
+    the next message and returns it as it comes; a message fetched and not acknowledged
+    comes again once its ack wait passed, its deliveries counted."""
+
+    async def go() -> None:
+        s = Service(redis_url, redis_prefix, consume_claim_idle_ms=4000)
+        nc, js = await prepared(nats_url)
+        for i in range(5):
+            await js.publish(f"{SUBJECT}.m.learn", learn_body(i))
+        c = s.consumer(source(nats_url))
+        src = c.source
+        await src.open()
+        try:
+            first = await src.fetch(5)
+            assert [d.id for d in first] == ["1", "2", "3", "4", "5"]
+            assert all(d.deliveries == 1 and d.model == "m" and d.op == "learn" for d in first)
+            start = time.monotonic()
+            assert await src.fetch(5) == []  # nothing there: waited a second at most
+            assert time.monotonic() - start < 3
+            waiting = asyncio.ensure_future(src.fetch(2))
+            await asyncio.sleep(0.2)
+            for i in range(5, 8):
+                await js.publish(f"{SUBJECT}.m.learn", learn_body(i))
+            came = await asyncio.wait_for(waiting, 3)
+            assert 1 <= len(came) <= 2 and came[0].id == "6"
+            rest = await src.fetch(5)
+            ids = [d.id for d in came + rest]
+            while len(ids) < 3:
+                ids += [d.id for d in await src.fetch(5)]
+            assert ids == ["6", "7", "8"]
+            answered = [(d, b"{}") for d in first[1:] + came + rest]
+            await src.settle(Settlement(answers=answered))  # the first one is not
+            again: list[Any] = []
+            deadline = time.monotonic() + 10
+            while not again and time.monotonic() < deadline:
+                again = await src.fetch(5)
+            assert [(d.id, d.deliveries) for d in again] == [("1", 2)]
+        finally:
+            await src.close()
+        await nc.close()
+        await s.close()
+
+    asyncio.run(go())

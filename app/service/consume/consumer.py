@@ -246,6 +246,7 @@ class Consumer:
         out = Settlement()
         calls: list[Call] = []
         most = self.settings.consume_max_deliveries
+        refusals: dict[str, str] = {}  # by model, once per batch
         for d in batch:
             if d.deliveries > most:  # failed every time so far: not tried again
                 why = f"delivered {d.deliveries} times: at most {most} (consume_max_deliveries)"
@@ -256,7 +257,9 @@ class Consumer:
             except BadInput as e:
                 out.dead.append((d, _reason(e)))
                 continue
-            refusal = self.access.refusal(call.model)
+            refusal = refusals.get(call.model)
+            if refusal is None:
+                refusal = refusals[call.model] = self.access.refusal(call.model)
             if refusal:
                 out.dead.append((d, refusal))
             else:
@@ -311,7 +314,10 @@ class Consumer:
             return await trials.predict(name, [c.args for c in group], track=track)
         if op == "label":
             return await trials.label(name, [c.args for c in group])
-        outs = await trials.learn_groups(name, [(c.idem, [c.args]) for c in group])
+        # each answer is published before its message is acknowledged, and a redelivery
+        # reads it from the outcome folded into its record: not kept besides
+        requests = [(c.idem, [c.args]) for c in group]
+        outs = await trials.learn_groups(name, requests, keep=False)
         return [out[0] for out in outs]
 
     def _answer(self, c: Call, result: dict[str, Any] | Exception) -> bytes:

@@ -40,6 +40,7 @@ OPS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "label": (frozenset({"trial_id", "label"}), frozenset()),
     "learn": (frozenset({"instance", "label"}), frozenset()),
 }
+_FIELDS = {op: need | optional for op, (need, optional) in OPS.items()}  # each op's all
 _INSTANCE = frozenset({"features", "experts"})
 _INT64 = 2**63
 _EXACT_FLOATS = 2**53  # the integers a float holds exactly (a label 2.0 is 2)
@@ -96,10 +97,11 @@ def read(d: Delivery, settings: Settings) -> Call:
     if not isinstance(doc, dict):
         raise BadInput("body", "expected a JSON object")
     need, optional = OPS[d.op]
-    for f in sorted(need - doc.keys()):
-        raise BadInput(f, f"missing: {d.op} needs {', '.join(sorted(need))}")
-    for f in sorted(doc.keys() - need - optional):
-        raise BadInput(f, f"unknown field for {d.op}")
+    if not (need <= doc.keys() <= _FIELDS[d.op]):
+        for f in sorted(need - doc.keys()):
+            raise BadInput(f, f"missing: {d.op} needs {', '.join(sorted(need))}")
+        for f in sorted(doc.keys() - need - optional):
+            raise BadInput(f, f"unknown field for {d.op}")
     label = _label(doc["label"], settings.max_label_length) if "label" in need else None
     trial_id = doc.get("trial_id")
     if trial_id is not None and not valid_trial_id(trial_id):
@@ -130,9 +132,10 @@ def _instance(x: Any) -> dict[str, Any]:
     """The instance as the service takes it, without the parts given as null."""
     if not isinstance(x, dict):
         raise BadInput("instance", "expected an object with features and/or experts")
-    for f in sorted(x.keys() - _INSTANCE):
-        raise BadInput(f"instance.{f}", "unknown field: expected features and/or experts")
-    return {k: v for k, v in x.items() if v is not None}
+    if not x.keys() <= _INSTANCE:
+        for f in sorted(x.keys() - _INSTANCE):
+            raise BadInput(f"instance.{f}", "unknown field: expected features and/or experts")
+    return x if None not in x.values() else {k: v for k, v in x.items() if v is not None}
 
 
 def _label(v: Any, most: int) -> str | int:
