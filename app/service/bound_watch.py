@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from app.service.monitor import Kind, Monitor
+from app.service.monitor import WARM_ROWS, Kind, Monitor
 from models.core.instance import Attributes, Experts, consecutive_expert_rows
 from models.core.learner import Learner
 from models.core.state import InvalidState, decode_array, encode_array, expect_keys
@@ -152,7 +152,7 @@ def rule_of(learner: Learner, space: InputSpace) -> Rule | None:
 def _offsets(learner: Learner) -> np.ndarray:
     """ln(W / w_i) of each sub-expert's weight in ``learner`` (inf for a weight of 0)."""
     w = np.asarray(learner.weights(), dtype=np.float64)  # type: ignore[attr-defined]
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # all weights 0: a NaN bound
         return np.log(w.sum()) - np.log(w)
 
 
@@ -389,16 +389,7 @@ def warm() -> None:
     a run, their votes alone or rows of a batch (read-only), and the state read back."""
     space = InputSpace(["a", "b"], experts={"expert_names": ["e0", "e1"]})
     learner = build({"kind": "weighted-majority"}, labels=["a", "b"], size=2)
-    rows = Experts.rows(
-        np.array([0, 1, 0, 1]),
-        np.array([0, 1, 1, 1]),
-        np.ones(4),
-        np.array([0, 2, 4]),
-        np.array([2, 2]),
-        np.array([2, 2]),
-        np.ones(2),
-        np.ones(2),
-    )
+    rows = Experts.rows(*WARM_ROWS)
     w = BoundWatch(space, learner)
     for x in (rows[0], Experts([0, 1], [0, 1], [1.0, 1.0])):
         w.judged(1, x, 0, 1, 1)

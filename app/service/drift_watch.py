@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from app.service.monitor import Kind, Monitor, top_votes
+from app.service.monitor import WARM_ROWS, Kind, Monitor, top_votes
 from models.core.instance import Attributes, Experts, consecutive_expert_rows
 from models.core.learner import Learner
 from models.core.state import InvalidState, expect_keys
@@ -346,7 +346,7 @@ def warm() -> None:
     attributes and of one of sub-experts, one by one and as runs, their votes alone or
     rows of a batch (read-only), and the state read back."""
     space = InputSpace(["a", "b"], experts={"expert_names": ["e0", "e1"]})
-    rows = Experts.rows(*_WARM_ROWS)
+    rows = Experts.rows(*WARM_ROWS)
     alone = Experts([0, 1], [0, 1], [1.0, 1.0])
     w = DriftWatch(space, "experts")
     for x in (rows[0], alone):
@@ -358,19 +358,6 @@ def warm() -> None:
     plain = DriftWatch(InputSpace(["a", "b"], attributes={"n_features": 2}), "attributes")
     plain.judged_run(1, [Attributes.from_dense([1.0, 0.0])] * 2, [0, 1], [1, 1])
     Stream(seqs=True).step(1, True)
-
-
-#: two trials of two sub-experts, as :meth:`Experts.rows` takes them
-_WARM_ROWS = (
-    np.array([0, 1, 0, 1]),
-    np.array([0, 1, 1, 1]),
-    np.ones(4),
-    np.array([0, 2, 4]),
-    np.array([2, 2]),
-    np.array([2, 2]),
-    np.ones(2),
-    np.ones(2),
-)
 
 
 def _follows(space: InputSpace, form: str, learner: Learner) -> bool:

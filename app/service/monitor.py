@@ -14,7 +14,20 @@ from models.core.learner import Learner
 from models.inputs.space import InputSpace
 from models.kernels import watch as kernels
 
-__all__ = ["Kind", "Monitor", "top_votes"]
+__all__ = ["WARM_ROWS", "Kind", "Monitor", "top_votes"]
+
+#: two trials of two sub-experts, as :meth:`Experts.rows` takes them: what the watches'
+#: warm-ups run their kernels on as rows of a batch
+WARM_ROWS = (
+    np.array([0, 1, 0, 1]),
+    np.array([0, 1, 1, 1]),
+    np.ones(4),
+    np.array([0, 2, 4]),
+    np.array([2, 2]),
+    np.array([2, 2]),
+    np.ones(2),
+    np.ones(2),
+)
 
 
 class Monitor(Protocol):

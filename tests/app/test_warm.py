@@ -31,10 +31,9 @@ from app.http.routers.health import WARMING
 from app.service.budget import Limits
 from app.service.live_model import LiveModel
 from app.service.summary import summarize
-from app.service.warmup import Warmup
+from app.service.warmup import Warmup, warm_worker
 from models.inputs.batch import RawExperts, RawFeatures
 from models.registry import KINDS
-from models.warm import warm_kernels
 from storage.codec import decode_instance, encode_instance, encode_instances
 
 BINARY, INTS, MULTI = ["pos", "neg"], [1, -1], ["a", "b", "c", "d", "e"]
@@ -196,7 +195,7 @@ def serve_first_requests(config: dict[str, Any]) -> None:
 
 
 def test_after_the_warm_up_the_first_requests_compile_no_kernel():
-    warm_kernels()
+    warm_worker()  # what a worker runs before /readyz: the learners' kernels and the rest
     before = specializations()
     for spec, inp, labels in CASES:
         serve_first_requests({"labels": labels, "input": inp, "learner": spec, "label_ttl": 60.0})
@@ -269,7 +268,7 @@ def cache_without(module: str, target: Path) -> None:
     """Make ``target`` a numba cache holding every kernel the warm-up compiles but those of
     ``models/kernels/<module>.py``: a service given it compiles that module's kernels alone
     (a whole compile takes a minute or two, this one a fraction of it)."""
-    warm_kernels()  # in this process, which fills the shared cache where it is cold
+    warm_worker()  # in this process, which fills the shared cache where it is cold
     shared = numba.config.CACHE_DIR  # type: ignore[attr-defined]
     if not shared:  # no cache here: the service compiles everything
         target.mkdir()
