@@ -4,7 +4,7 @@ challengers' figures, each tied to the log position it reflects.
 A :class:`Feed` follows one model for one connection. Each :meth:`Feed.step` reads the
 model's statistics once; their version ``P`` is the position of that step. It gives,
 in log order, every change entry (a change of the input, a challenger attached,
-promoted or retired, a reset: a state import or a rollback) and every drift alert after
+promoted or retired, a reset: a state import or a rollback) and every drift or bound alert after
 the position the last step reached, up to ``P``; then its challengers' figures (when
 they differ from those this feed last gave) and its progress (its statistics document,
 likewise). Each event's id is the log position it reflects: a
@@ -15,7 +15,7 @@ connection broke.
 
 Changes are found from the model's marks (:data:`storage.scripts.MARKS`, the latest 64
 changes, resets and alerts) and read from their log entries; alerts from the model's
-drift watch (:data:`app.service.drift_watch.MAX_ALERTS`, its latest 64), which every
+drift and bound watches (the latest 64 of each), which every
 worker computes alike from the log. A client away for more than 64 changes (or alerts)
 gets the latest 64. Progress and challengers are states, coalesced: a feed gives the
 latest once per step however many trials came between, so a slow reader costs no
@@ -31,6 +31,8 @@ from typing import Any
 import orjson
 
 from app.core.errors import BadInput
+from app.service.bound_watch import NAME as BOUND_WATCH
+from app.service.bound_watch import BoundWatch
 from app.service.drift_watch import NAME as DRIFT_WATCH
 from app.service.drift_watch import DriftWatch
 from app.service.model_service import ModelService
@@ -117,9 +119,9 @@ class Feed:
                 return None
             if m.incarnation != self.incarnation:
                 return None
-            watch = m.monitors.get(DRIFT_WATCH)
-            if isinstance(watch, DriftWatch):
-                alerts = [a for a in watch.alerts if self.after < a["seq"] <= version]
+            for watch in (m.monitors.get(DRIFT_WATCH), m.monitors.get(BOUND_WATCH)):
+                if isinstance(watch, (DriftWatch, BoundWatch)):
+                    alerts += [a for a in watch.alerts if self.after < a["seq"] <= version]
             challengers = {
                 "model": self.name,
                 "version": m.version,
@@ -156,7 +158,7 @@ class Feed:
         fields = entries[0][1] if entries and entries[0][0].startswith(b"%d-" % seq) else None
         doc: dict[str, Any] = {"version": seq, "what": what}
         if fields is None:  # no longer in the log (a snapshot took its place)
-            if seq in alerted or what.startswith("drift "):
+            if seq in alerted or what.startswith(("drift ", "bound: ")):
                 return None
             return {**doc, "kind": "change"}
         kind = entry_kind(fields)

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import orjson
 import pytest
 from _procs import Service
 from _workers import json_from_each_worker
@@ -139,4 +140,19 @@ def test_a_learner_behind_its_bound_raises_one_alert_across_workers(
             time.sleep(0.1)
         time.sleep(1.0)  # both workers have looked over their watches since
         assert [m["version"] for m in marks()] == [alert["seq"]]
+        # pushed as an event too: a stream from the log's start gives it before progress
+        pushed, kind = [], ""
+        with (
+            httpx.Client(base_url=svc.url, timeout=30) as c,
+            c.stream("GET", f"/v1/models/{name}/events", params={"from": 0}) as r,
+        ):
+            assert r.status_code == 200
+            for line in r.iter_lines():
+                if line.startswith("event: "):
+                    kind = line.removeprefix("event: ")
+                elif line.startswith("data: ") and kind == "alert":
+                    pushed.append(orjson.loads(line.removeprefix("data: ")))
+                elif kind == "progress":
+                    break
+        assert [a for a in pushed if a["kind"] == "bound"] == [{"version": alert["seq"], **alert}]
         assert svc.stop() == 0

@@ -5,7 +5,7 @@ Each event has a type (``event:``), one JSON document (``data:``) and, but for `
 the log position it reflects (``id:``): ``progress`` (the statistics document, as
 ``GET .../stats`` answers it, at most once per interval however many trials came),
 ``change`` (a change of the input, a challenger attached, promoted or retired, a reset),
-``alert`` (a drift alert, as ``GET .../alerts`` lists it) and ``challengers`` (their
+``alert`` (a drift or bound alert, as ``GET .../alerts`` lists it) and ``challengers`` (their
 figures, as ``GET .../challengers`` answers, at most once per interval). A client that
 reconnects with ``Last-Event-ID`` (or ``?from=``, for one that cannot set headers) gets
 what came after that position (:mod:`app.service.events`). A comment line keeps a quiet
