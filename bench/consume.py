@@ -17,9 +17,14 @@ messages, a Committee model per side) go
 Each consumer, one process as the service is one worker, applies each message exactly
 once (its own idempotency record, its answer published to the reply stream), where the
 HTTP batch keeps one answer per request. Sides take turns over ``--rounds`` rounds,
-best kept, spread printed. Figures: the two consumers' rates, the batch's, each
-consumer's share of the batch (``consume_vs_batch_http_redis``, ``_nats``, target >= 0.8)
-and last, the headline ``consume_vs_batch_http``, the lower of the two.
+best kept, spread printed. Figures: the two consumers' rates, the batch's; per side the
+CPU each trial costs the process that applies it (the consumer, or the service's worker)
+and Redis (``INFO cpu``; the Redis source's own commands included, as that stream lives
+on the service's Redis here); ``redis_bound_vs_batch_http_redis``, the rate at which
+Redis alone would be busy all the time on the Redis source over the batch's rate, which
+no consumer of that source can pass; each consumer's share of the batch
+(``consume_vs_batch_http_redis``, ``_nats``, target >= 0.8) and last, the headline
+``consume_vs_batch_http``, the lower of the two.
 
 ``--acceptance`` runs the issue's check instead: per broker, 4 consumer processes take
 ``--trials`` messages (50,000 by default there) while one is SIGKILLed and started
@@ -49,6 +54,7 @@ import nats
 import orjson
 import redis as redis_py
 from _results import recorded, target_line
+from _service_load import cpu_seconds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "app"))
@@ -147,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.rounds = 1
     patience = 0.0 if args.quick else 15.0
     rates: dict[str, list[float]] = {}
+    redis_us: dict[str, list[float]] = {}  # Redis's CPU per trial, each side's rounds
+    own_us: dict[str, list[float]] = {}  # the applying process's CPU per trial
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
         redis = stack.enter_context(EmbeddedRedis(tmp / "redis"))
@@ -189,16 +197,35 @@ def main(argv: Sequence[str] | None = None) -> None:
             for side in order[k % 3 :] + order[: k % 3]:
                 quiet(patience=patience)
                 procs.alive()
+                pid = server.process.pid if side == "batch_http" else procs.running[side].pid
+                before = redis_cpu(r), cpu_seconds(pid)
                 rates.setdefault(side, []).append(n / sides[side]())
+                redis_us.setdefault(side, []).append((redis_cpu(r) - before[0]) * 1e6 / n)
+                own_us.setdefault(side, []).append((cpu_seconds(pid) - before[1]) * 1e6 / n)
     best = {k: max(v) for k, v in rates.items()}
+    least = {k: min(v) for k, v in redis_us.items()}
     print(f"consume_trials: {n} per run, rounds {args.rounds}")
     print(line("consume_trials_per_second_redis", best["redis"], rates["redis"]))
     print(line("consume_trials_per_second_nats", best["nats"], rates["nats"]))
     print(line("batch_http_trials_per_second", best["batch_http"], rates["batch_http"]))
+    for side in sides:
+        # the process that applies the trials: the consumer, or the service's worker
+        mine = min(own_us[side])
+        print(line(f"applier_cpu_us_per_trial_{side}", mine, own_us[side]))
+        print(line(f"redis_cpu_us_per_trial_{side}", least[side], redis_us[side]))
+    # the rate at which Redis alone would be busy all the time, over the batch's rate:
+    # what a consumer that spent nothing itself could reach
+    print(line("redis_bound_vs_batch_http_redis", 1e6 / least["redis"] / best["batch_http"]))
     ratios = {b: best[b] / best["batch_http"] for b in ("redis", "nats")}
     for b, ratio in ratios.items():
         print(line(f"consume_vs_batch_http_{b}", ratio))
     print(line("consume_vs_batch_http", min(ratios.values())))
+
+
+def redis_cpu(r: redis_py.Redis) -> float:
+    """Seconds of CPU the Redis server has spent (user and system)."""
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def acceptance(n: int, workers: int = 4) -> None:
@@ -340,5 +367,14 @@ def _answers(broker: str, r: redis_py.Redis, nats_url: str) -> list[tuple[str, d
 
 
 if __name__ == "__main__":
-    with recorded("consume", information=["consume_trials_per_second_*", "batch_http_*"]):
+    with recorded(
+        "consume",
+        information=[
+            "consume_trials_per_second_*",
+            "batch_http_*",
+            "applier_cpu_us_per_trial_*",
+            "redis_cpu_us_per_trial_*",
+            "redis_bound_*",
+        ],
+    ):
         main()

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from app.core.collector import collect_less
 from app.core.logs import log_format
 from app.core.settings import Settings
+from app.http.bodies import read_trials
 from app.http.error_status import item_error
 from app.service.access import Auth
 from app.service.consume.consumer import AccessRefused, Consumer, KeyAccess, run_consumer
@@ -134,7 +135,7 @@ async def _consume(settings: Settings, spec: Any, secret: str | None) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         source = open_source(spec, clients, settings)
-        consumer = Consumer(service, source, access, item_error, settings)
+        consumer = Consumer(service, source, access, item_error, settings, read_trials)
         log.info("consuming %s", source.name)
         await run_consumer(consumer, stop)
         log.info("stopped after %d messages", consumer.settled)

@@ -23,7 +23,7 @@ body that pass does not read, or whose other members do not plainly fit, is read
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Generic, NotRequired, TypeVar
 
 import numpy as np
@@ -74,6 +74,7 @@ __all__ = [
     "read_label",
     "read_labels",
     "read_trial",
+    "read_trials",
 ]
 
 T = TypeVar("T")
@@ -322,9 +323,51 @@ def read_batch(
             extras[key] = kind == KIND_TRUE
         else:
             return None
+    items = _items(raw, counts, rows, instances, fields, required)
+    return None if items is None else (items, extras)
+
+
+def read_trials(
+    raws: Sequence[bytes], fields: frozenset[str], required: frozenset[str]
+) -> list[dict[str, Any]] | None:
+    """Several bodies of a trial (a stream's messages), each read as :func:`read_trial`
+    reads one, all in one compiled pass: the bodies are joined as a batch's items, and
+    an item is a body's trial only when the body begins with ``{`` and ends with ``}``
+    and every member of the item lies within it (no body can then close another's object
+    or open one of its own). None when one of them is not plainly a trial (then read
+    each by itself)."""
+    if not raws or not ready() or not all(_may_hold_instance(r, required) for r in raws):
+        return None
+    if not all(r.lstrip()[:1] == b"{" and r.rstrip()[-1:] == b"}" for r in raws):
+        return None
+    head = b'{"items":['
+    raw = head + b",".join(raws) + b"]}"
+    n, _, m, counts, rows, instances = batch_members(np.frombuffer(raw, dtype=np.uint8), len(raws))
+    if n != 1 or m != len(raws):  # (``items`` alone, and an item a body)
+        return None
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+    ends = len(head) + np.cumsum(lengths + 1) - 1  # each body's end in the joined text
+    starts = ends - lengths
+    used = np.arange(rows.shape[1]) < counts[:, None]
+    inside = (rows[:, :, 0] >= starts[:, None]) & (rows[:, :, 3] <= ends[:, None])
+    if not (inside | ~used).all():
+        return None
+    return _items(raw, counts, rows, instances, fields, required)
+
+
+def _items(
+    raw: bytes,
+    counts: np.ndarray,
+    rows: np.ndarray,
+    instances: np.ndarray,
+    fields: frozenset[str],
+    required: frozenset[str],
+) -> list[dict[str, Any]] | None:
+    """A batch's items as :func:`read_batch` finds them, each read as :func:`_trial`
+    reads one; None when one is not plainly a trial."""
     alike = _alike(raw, counts, rows, instances, fields, required)
     if alike is not None:
-        return alike, extras
+        return alike
     items = []
     for t, (count, (e0, e1, form)) in enumerate(
         zip(counts.tolist(), instances.tolist(), strict=True)
@@ -333,7 +376,7 @@ def read_batch(
         if got is None:
             return None
         items.append(got)
-    return items, extras
+    return items
 
 
 def _alike(

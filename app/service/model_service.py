@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import time
@@ -49,7 +50,7 @@ from storage.repository import (
     input_of,
 )
 
-__all__ = ["ModelService", "request_digest"]
+__all__ = ["ModelService", "body_digest", "request_digest"]
 
 log = logging.getLogger("committee.service")
 ROLLBACK_TRIES = 20  # a rollback writes only at the log's head, so under load it may retry
@@ -69,6 +70,23 @@ def request_digest(*parts: bytes | str) -> str:
         h.update(len(b).to_bytes(8, "little"))
         h.update(b)
     return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _digest_of(op: str, name: str) -> Any:
+    h = hashlib.blake2b(digest_size=16)
+    for b in (op.encode(), name.encode()):
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h
+
+
+def body_digest(op: str, name: str, body: bytes) -> str:
+    """``request_digest(op, name, body)``, the hash of the first two parts kept."""
+    h = _digest_of(op, name).copy()
+    h.update(len(body).to_bytes(8, "little"))
+    h.update(body)
+    return str(h.hexdigest())
 
 
 def _every(name: str) -> bool:

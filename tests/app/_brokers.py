@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from app.core.settings import Settings
+from app.http.bodies import read_trials
 from app.http.error_status import item_error
 from app.service.access import Auth
 from app.service.consume.consumer import Consumer, KeyAccess, Source
@@ -126,15 +127,21 @@ class Service:
     def auth_store(self) -> AuthStore:
         return AuthStore(self.clients, self.settings.key_prefix, self.settings.audit_max)
 
-    def consumer(self, source_url: str, secret: str | None = None) -> Consumer:
+    def consumer(
+        self, source_url: str, secret: str | None = None, reader: Any = read_trials
+    ) -> Consumer:
+        """A consumer of ``source_url``, as ``committee consume`` makes one; ``reader``
+        reads the learns' bodies together (None: each by itself)."""
         source: Source = open_source(parse_source(source_url), self.clients, self.settings)
         access = KeyAccess(Auth(self.auth_store(), self.settings), secret)
-        return Consumer(self.service, source, access, item_error, self.settings)
+        return Consumer(self.service, source, access, item_error, self.settings, reader)
 
     @contextlib.asynccontextmanager
-    async def running(self, source_url: str, secret: str | None = None) -> AsyncIterator[Consumer]:
+    async def running(
+        self, source_url: str, secret: str | None = None, reader: Any = read_trials
+    ) -> AsyncIterator[Consumer]:
         """A consumer of ``source_url`` running in a task until the block ends."""
-        c = self.consumer(source_url, secret)
+        c = self.consumer(source_url, secret, reader)
         await c.access.start()
         await c.source.open()
         stop = asyncio.Event()

@@ -490,3 +490,56 @@ def test_before_the_reader_is_compiled_bodies_are_read_in_full(
     assert fresh.wait(60)
     got = bodies.read_trial(body, *LEARN[1:])
     assert got is not None and fields(got) == fields(read(body, LEARN))
+
+
+# a stream's learn bodies: plain or not, and pieces of plain ones (a body cut in two)
+learn_bodies = st.lists(
+    st.tuples(plain_learn | plain_features | members, st.sampled_from([None, 1])).map(
+        lambda d: json.dumps(d[0], indent=d[1]).encode()
+    ),
+    min_size=1,
+    max_size=8,
+).flatmap(
+    lambda bs: st.one_of(
+        st.just(bs),
+        st.integers(0, max(0, len(bs[0]) - 1)).map(lambda at: [bs[0][:at], bs[0][at:], *bs[1:]]),
+    )
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(learn_bodies)
+def test_bodies_read_together_are_each_body_read_alone(raws: list[bytes]) -> None:
+    got = bodies.read_trials(raws, *LEARN[1:])
+    alone = [bodies.read_trial(r, *LEARN[1:]) for r in raws]
+    if got is None:
+        # left to be read one by one; only when one of them is not plainly a trial
+        assert None in alone
+        return
+    assert len(got) == len(raws)
+    for item, one in zip(got, alone, strict=True):
+        assert one is not None
+        assert item["instance"].document() == one["instance"].document()
+        assert fields(item) == fields(one)
+
+
+def test_a_body_cannot_close_or_open_another_bodys_trial() -> None:
+    """Joined as a batch's items, no body may carry a trial into the next one, hold two,
+    or end the batch: each such set is left to be read one by one."""
+    ok = b'{"instance": {"experts": {"e0": "a"}}, "label": "a"}'
+    two = b"%s,%s" % (ok, ok)
+    assert bodies.read_trials([ok, ok], *LEARN[1:]) is not None
+    crafted = [
+        # a body ending with another's instance, and the next with its label
+        [b'%s,{"instance": {"experts": {"e0": "a"}}' % ok, b'"label": "experts"}'],
+        # a trial's array left open, closed by the next body: one trial out of two
+        [b'{"label": "a", "instance": {"features": {"0": [{}', b"{}]}}}", two],
+        [b'{"instance": {"experts": {"e0": "a"}}, "label": "a"', b"}"],
+        [ok[:-1] + b', "label2": {', b'{"a": 1}}}'],
+        [two, ok[:20]],
+        [ok + b"]}"],
+        [ok + b'], "track": true, "x": [{', b"}]}"],
+        [b'{"instance": {"experts": {"e0": "a}}', b'{"x": "b"}}, "label": "a"}'],
+    ]
+    for raws in crafted:
+        assert bodies.read_trials(raws, *LEARN[1:]) is None, raws

@@ -11,7 +11,10 @@ import orjson
 import pytest
 import redis
 from _brokers import Service
+from hypothesis import given
+from hypothesis import strategies as st
 
+from app.service.model_service import body_digest, request_digest
 from storage.errors import Conflict, ModelNotFound
 from storage.repository import Idempotency
 
@@ -118,3 +121,14 @@ def test_answers_not_kept_are_read_again_from_the_folded_outcomes(
         await s.close()
 
     asyncio.run(go())
+
+
+@given(st.sampled_from(["learn", "learn/batch"]), st.text(max_size=20), st.binary(max_size=300))
+def test_a_bodys_digest_is_the_requests_digest_with_its_head_kept(
+    op: str, name: str, body: bytes
+) -> None:
+    """A stream's learn and an HTTP learn with the same key and body are one request:
+    both are hashed by :func:`body_digest`, which is :func:`request_digest` of the op,
+    the model and the body."""
+    assert body_digest(op, name, body) == request_digest(op, name, body)
+    assert body_digest(op, name, body + b" ") != body_digest(op, name, body)

@@ -17,6 +17,8 @@ import pytest
 import redis
 from _brokers import ConsumerProcesses, Service, create_model, learn_body, logged, until
 
+from app.core import jsontext
+from app.http.bodies import read_trials
 from app.service.consume.consumer import AccessRefused
 from app.service.consume.sources import SourceError, parse_source
 
@@ -113,6 +115,66 @@ def test_a_redelivered_message_gets_the_first_answer_and_is_applied_once(
         assert after == before
         assert pending(r, stream) == 0
         assert await s.logged("m") == {i: 1 for i in range(20)}
+        await s.close()
+
+    run(go())
+
+
+FUSION = {
+    "labels": ["a", "b", "c"],
+    "input": {"experts": {"expert_names": ["e0", "e1", "e2"]}},
+    "learner": {"kind": "committee"},
+    "label_ttl": 3600.0,
+}
+
+
+def fusion_learn(i: int) -> bytes:
+    votes = {
+        f"e{e}": {y: round(((i * 7 + e * 3 + k) % 11) / 10, 1) for k, y in enumerate("abc")}
+        for e in range(3)
+    }
+    return orjson.dumps({"instance": {"experts": votes}, "label": "abc"[i % 3]})
+
+
+def test_learns_read_together_are_applied_as_each_read_alone(
+    redis_url: str, redis_prefix: str, stream: str, r: redis.Redis
+) -> None:
+    """The learns of a batch are read in one compiled pass (as an HTTP batch's items
+    are): each answer and the model's counts are those of a consumer that reads every
+    message by itself, a predict between the learns keeping its place."""
+
+    jsontext.warm()  # as the consumer's warm-up leaves it
+
+    async def go() -> None:
+        s = Service(redis_url, redis_prefix)
+        together = 0
+
+        def counted(raws: Any, fields: Any, required: Any) -> Any:
+            nonlocal together
+            got = read_trials(raws, fields, required)
+            together += got is not None
+            return got
+
+        results = {}
+        for name, reader in (("together", counted), ("alone", None)):
+            await s.create(name, FUSION)
+            for i in range(60):
+                if i == 30:
+                    x = {"instance": orjson.loads(fusion_learn(i))["instance"], "trial_id": "p"}
+                    r.xadd(
+                        f"{stream}-{name}",
+                        {"model": name, "op": "predict", "body": orjson.dumps(x)},
+                    )
+                r.xadd(f"{stream}-{name}", {"model": name, "op": "learn", "body": fusion_learn(i)})
+            async with s.running(f"redis:#stream={stream}-{name}", reader=reader):
+                await until(lambda name=name: len(answers(r, f"{stream}-{name}")) == 61)
+            got = answers(r, f"{stream}-{name}")
+            assert all("result" in a for a in got), got
+            results[name] = [(a["op"], a["result"]) for a in got]
+            counters = (await s.service.store.read(name)).counters
+            results[name].append(("counters", {k: counters[k] for k in ("learned", "mistakes")}))
+        assert together > 0  # the learns were read together
+        assert results["together"] == results["alone"]
         await s.close()
 
     run(go())

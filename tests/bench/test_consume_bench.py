@@ -1,5 +1,6 @@
 """The stream consumers' benchmark runs end to end: each source and ``learn/batch`` over
-HTTP in the same run, every figure printed, the headline ratio last. Only the format is
+HTTP in the same run, every figure printed (the CPU per trial of the process applying
+the trials and of Redis, on each side, too), the headline ratio last. Only the format is
 asserted, never the figures."""
 
 import math
@@ -11,6 +12,13 @@ EXPECTED = [
     "consume_trials_per_second_redis",
     "consume_trials_per_second_nats",
     "batch_http_trials_per_second",
+    "applier_cpu_us_per_trial_redis",
+    "redis_cpu_us_per_trial_redis",
+    "applier_cpu_us_per_trial_nats",
+    "redis_cpu_us_per_trial_nats",
+    "applier_cpu_us_per_trial_batch_http",
+    "redis_cpu_us_per_trial_batch_http",
+    "redis_bound_vs_batch_http_redis",
     "consume_vs_batch_http_redis",
     "consume_vs_batch_http_nats",
     "consume_vs_batch_http",

@@ -15,7 +15,7 @@ from fastapi import FastAPI, Response
 
 from app.core.errors import BadInput
 from app.http.bodies import Body
-from app.service.model_service import request_digest
+from app.service.model_service import body_digest
 from storage.keys import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN, valid_idempotency_key, valid_name
 from storage.repository import Idempotency
 
@@ -60,7 +60,7 @@ def idempotency(key: str | None, op: str, name: str, raw: bytes) -> Idempotency 
         raise BadInput(
             "Idempotency-Key", f"{key[:80]!r}: expected {IDEMPOTENCY_KEY_PATTERN}", "header"
         )
-    return Idempotency(key, request_digest(op, name, raw))
+    return Idempotency(key, body_digest(op, name, raw))
 
 
 def answer(doc: Any) -> Response:

@@ -36,7 +36,7 @@ import orjson
 from app.core.errors import BadInput
 from app.core.settings import Settings
 from app.service.access import Auth, Principal
-from app.service.consume.messages import Call, Delivery, read
+from app.service.consume.messages import Call, Delivery, ReadTrials, read, read_learns
 from app.service.model_service import ModelService
 from storage.auth import ApiKey
 from storage.errors import RateLimited, StorageError, Unavailable
@@ -156,7 +156,8 @@ class KeyAccess:
 
 class Consumer:
     """Apply ``source``'s messages to ``service``'s models with ``access``'s rights;
-    ``describe`` writes an error as the REST calls answer it."""
+    ``describe`` writes an error as the REST calls answer it, and ``read_trials`` (the
+    HTTP bodies' compiled reader) reads the learns' bodies together where it can."""
 
     def __init__(
         self,
@@ -165,6 +166,7 @@ class Consumer:
         access: KeyAccess,
         describe: Describe,
         settings: Settings,
+        read_trials: ReadTrials | None = None,
     ) -> None:
         if settings.consume_batch > settings.consume_max_in_flight:
             raise ValueError(
@@ -176,6 +178,7 @@ class Consumer:
         self.access = access
         self.describe = describe
         self.settings = settings
+        self.read_trials = read_trials
         self.in_flight = 0  # messages read and not yet settled
         self.settled = 0  # messages settled, answered or dead-lettered
         self.failure: BaseException | None = None  # what stopped the consumer
@@ -245,17 +248,10 @@ class Consumer:
         """Read, check and apply ``batch``: what becomes of each message."""
         out = Settlement()
         calls: list[Call] = []
-        most = self.settings.consume_max_deliveries
         refusals: dict[str, str] = {}  # by model, once per batch
-        for d in batch:
-            if d.deliveries > most:  # failed every time so far: not tried again
-                why = f"delivered {d.deliveries} times: at most {most} (consume_max_deliveries)"
-                out.dead.append((d, f"deliveries: {why}"))
-                continue
-            try:
-                call = read(d, self.settings)
-            except BadInput as e:
-                out.dead.append((d, _reason(e)))
+        for d, call in zip(batch, self._read(batch), strict=True):
+            if isinstance(call, str):
+                out.dead.append((d, call))
                 continue
             refusal = refusals.get(call.model)
             if refusal is None:
@@ -279,6 +275,37 @@ class Consumer:
                 else:
                     out.answers.append((c.delivery, self._answer(c, result)))
         return out
+
+    def _read(self, batch: Sequence[Delivery]) -> list[Call | str]:
+        """Each message's call, or why it is dead-lettered. The learns are read together
+        in one compiled pass where they all plainly are learns, as a batch's items are."""
+        most = self.settings.consume_max_deliveries
+        out: list[Call | str] = []
+        learns: list[int] = []  # the places of the learns, read together below
+        for i, d in enumerate(batch):
+            if d.deliveries > most:  # failed every time so far: not tried again
+                why = f"delivered {d.deliveries} times: at most {most} (consume_max_deliveries)"
+                out.append(f"deliveries: {why}")
+                continue
+            if d.op == "learn" and self.read_trials is not None:
+                learns.append(i)
+                out.append("")
+                continue
+            out.append(self._read_one(d))
+        if learns:
+            assert self.read_trials is not None
+            got = read_learns([batch[i] for i in learns], self.settings, self.read_trials)
+            for i, call in zip(
+                learns, got or map(self._read_one, map(batch.__getitem__, learns)), strict=True
+            ):
+                out[i] = call
+        return out
+
+    def _read_one(self, d: Delivery) -> Call | str:
+        try:
+            return read(d, self.settings)
+        except BadInput as e:
+            return _reason(e)
 
     async def _apply_model(
         self, calls: list[Call]

@@ -14,6 +14,7 @@ message's own ``key`` or one the source makes from the message's place in its st
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ import orjson
 
 from app.core.errors import BadInput
 from app.core.settings import Settings
-from app.service.model_service import request_digest
+from app.service.model_service import body_digest
 from storage.keys import (
     IDEMPOTENCY_KEY_PATTERN,
     NAME_PATTERN,
@@ -32,7 +33,7 @@ from storage.keys import (
 )
 from storage.repository import Idempotency
 
-__all__ = ["OPS", "Call", "Delivery", "read"]
+__all__ = ["OPS", "Call", "Delivery", "ReadTrials", "read", "read_learns"]
 
 # each op's body: (required members, optional members), as the REST call's
 OPS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -40,6 +41,11 @@ OPS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "label": (frozenset({"trial_id", "label"}), frozenset()),
     "learn": (frozenset({"instance", "label"}), frozenset()),
 }
+# trial bodies read together, given their members and the required ones: their documents,
+# or None when one is not plainly a trial (app.http.bodies.read_trials)
+ReadTrials = Callable[
+    [Sequence[bytes], frozenset[str], frozenset[str]], list[dict[str, Any]] | None
+]
 _FIELDS = {op: need | optional for op, (need, optional) in OPS.items()}  # each op's all
 _INSTANCE = frozenset({"features", "experts"})
 _INT64 = 2**63
@@ -78,24 +84,14 @@ class Call:
 
 def read(d: Delivery, settings: Settings) -> Call:
     """The call ``d`` asks for; :class:`BadInput` naming the field when it is malformed."""
-    if d.model is None or not valid_name(d.model):
-        shown = "missing" if d.model is None else repr(d.model[:80])
-        raise BadInput("model", f"{shown}: expected a model name matching {NAME_PATTERN}")
-    if d.op not in OPS:
-        raise BadInput("op", f"{d.op!r}: expected one of {', '.join(map(repr, OPS))}")
-    if d.body is None:
-        raise BadInput("body", "missing: the REST call's JSON body")
-    most = settings.consume_max_message_bytes
-    if len(d.body) > most:
-        raise BadInput(
-            "body", f"{len(d.body)} bytes: expected at most {most} (consume_max_message_bytes)"
-        )
+    body = _envelope(d, settings)
     try:
-        doc = orjson.loads(d.body)
+        doc = orjson.loads(body)
     except orjson.JSONDecodeError as e:
         raise BadInput("body", f"not JSON: {e}") from None
     if not isinstance(doc, dict):
         raise BadInput("body", "expected a JSON object")
+    assert d.model is not None and d.op is not None
     need, optional = OPS[d.op]
     if not (need <= doc.keys() <= _FIELDS[d.op]):
         for f in sorted(need - doc.keys()):
@@ -120,12 +116,61 @@ def read(d: Delivery, settings: Settings) -> Call:
                 "redelivery gets the prediction first served",
             )
         return Call(d, d.model, d.op, (instance, trial_id), track)
+    return Call(d, d.model, d.op, (instance, label), idem=_learn_key(d))
+
+
+def read_learns(
+    ds: Sequence[Delivery], settings: Settings, read_trials: ReadTrials
+) -> list[Call] | None:
+    """The calls of the learn messages ``ds``, their bodies read together by
+    ``read_trials`` (one compiled pass over them all); None when one of them is not
+    plainly a learn (then :func:`read` each, which says what is wrong)."""
+    try:
+        bodies = [_envelope(d, settings) for d in ds]
+    except BadInput:
+        return None
+    need, optional = OPS["learn"]
+    docs = read_trials(bodies, need | optional, need)
+    if docs is None:
+        return None
+    most = settings.max_label_length
+    out = []
+    for d, doc in zip(ds, docs, strict=True):
+        y = doc["label"]
+        text = type(y) is str and len(y) <= most
+        if not (text or (type(y) is int and -_INT64 <= y < _INT64)):
+            return None
+        if not valid_idempotency_key(d.key):
+            return None
+        assert d.model is not None
+        out.append(Call(d, d.model, "learn", (doc["instance"], y), idem=_learn_key(d)))
+    return out
+
+
+def _envelope(d: Delivery, settings: Settings) -> bytes:
+    """``d``'s body, once its model, op and size are as a message's must be."""
+    if d.model is None or not valid_name(d.model):
+        shown = "missing" if d.model is None else repr(d.model[:80])
+        raise BadInput("model", f"{shown}: expected a model name matching {NAME_PATTERN}")
+    if d.op not in OPS:
+        raise BadInput("op", f"{d.op!r}: expected one of {', '.join(map(repr, OPS))}")
+    if d.body is None:
+        raise BadInput("body", "missing: the REST call's JSON body")
+    most = settings.consume_max_message_bytes
+    if len(d.body) > most:
+        raise BadInput(
+            "body", f"{len(d.body)} bytes: expected at most {most} (consume_max_message_bytes)"
+        )
+    return d.body
+
+
+def _learn_key(d: Delivery) -> Idempotency:
+    """A learn's idempotency: its key, with the digest of the REST call's body (a key
+    shared with an HTTP learn of the same body is the same request)."""
     if not valid_idempotency_key(d.key):
         raise BadInput("key", f"{d.key[:80]!r}: expected {IDEMPOTENCY_KEY_PATTERN}")
-    # the digest of the REST call's: a key shared with an HTTP learn of the same body
-    # is the same request
-    idem = Idempotency(d.key, request_digest("learn", d.model, d.body))
-    return Call(d, d.model, d.op, (instance, label), idem=idem)
+    assert d.model is not None and d.body is not None
+    return Idempotency(d.key, body_digest("learn", d.model, d.body))
 
 
 def _instance(x: Any) -> dict[str, Any]:
