@@ -26,7 +26,7 @@ from app.service.budget import Limits, check_labels, check_learner
 from app.service.challenger import Challenger, export_model, read_model
 from app.service.monitor import Monitor
 from app.service.monitors import fresh_monitors, read_monitors, relearned
-from models.core.instance import AttributeBatch, Attributes, Experts, InvalidInstance
+from models.core.instance import AttributeBatch, Attributes, ExpertBatch, Experts, InvalidInstance
 from models.core.learner import CannotGrow, Learner, UpdateRefused
 from models.core.params import InvalidParameter
 from models.core.state import InvalidState
@@ -624,29 +624,38 @@ class LiveModel:
         self,
         first: int,
         items: Iterable[tuple[Attributes | Experts, int]],
-        key: str = "",
+        key: str | Sequence[str] = "",
         stamp: str = "",
     ) -> None:
         """Replay learn entries this worker appended from ``first`` on, from the
         instances it encoded rather than from their copies in Redis. ``key`` is the
         idempotency key they were appended under, if any (see
-        :func:`storage.codec.fold_id`), ``stamp`` the stamp of the call that did."""
-        first, todo = self._unapplied(first, items)
-        tag = fold_id(key)
+        :func:`storage.codec.fold_id`), or one such key per entry; ``stamp`` the stamp of
+        the call that did."""
+        todo = list(items)
+        keys = itertools.repeat(key, len(todo)) if isinstance(key, str) else key
+        tags = [fold_id(k) for k in keys]
+        start, todo = self._unapplied(first, todo)
+        first, tags = start, tags[start - first :]
         if self.challengers:  # each trial judges them too: one by one
-            for seq, (x, y) in enumerate(todo, first):
+            for seq, (x, y), tag in zip(itertools.count(first), todo, tags, strict=False):
                 self._replay(seq, x, y, None, tag)
             if todo:
                 self.stamp = stamp
             return
+        compiled = True  # until the compiled run does not take them
         while todo:
-            done = self._replay_compiled(first, todo, tag) if len(todo) >= BATCH_REPLAY else 0
+            done: int | None = 0
+            if compiled and len(todo) >= BATCH_REPLAY:
+                done = self._replay_compiled(first, todo, tags)
+                compiled = done is not None
+            done = done or 0
             if done < len(todo):  # one by one from the first not applied compiled
                 x, y = todo[done]
-                self._replay(first + done, x, y, None, tag)
+                self._replay(first + done, x, y, None, tags[done])
                 done += 1
             first += done
-            todo = todo[done:]
+            todo, tags = todo[done:], tags[done:]
             self.stamp = stamp
 
     def _unapplied(self, first: int, items: Iterable[T]) -> tuple[int, list[T]]:
@@ -687,20 +696,34 @@ class LiveModel:
             self.stamp = stamp
 
     def _replay_compiled(
-        self, first: int, todo: list[tuple[Attributes | Experts, int]], tag: str
-    ) -> int:
-        """Learn a run of binary trials in one compiled call where the learner has one
-        (the same results as one by one); returns how many were applied."""
-        learn_prefix = getattr(self.learner, "learn_prefix", None)
-        if learn_prefix is None or self.k != 2:
-            return 0
-        batch = AttributeBatch.from_instances([x for x, _ in todo])
+        self, first: int, todo: list[tuple[Attributes | Experts, int]], tags: list[str]
+    ) -> int | None:
+        """Learn a run of trials in one compiled call where the learner has one (a binary
+        learner over attributes, or one over sub-experts' votes), with the same results
+        as one by one; returns how many were applied, or None where the learner has no
+        such run or it does not take them (then one by one, which says what is wrong)."""
+        xs = [x for x, _ in todo]
         ys = [y for _, y in todo]
-        mistakes, updates, done = learn_prefix(batch, [self.labels[y] for y in ys])
+        labels = [self.labels[y] for y in ys]
+        learn_classes = getattr(self.learner, "learn_expert_classes", None)
+        learn_prefix = getattr(self.learner, "learn_prefix", None)
+        try:
+            if learn_classes is not None and type(xs[0]) is Experts:
+                votes = [x for x in xs if type(x) is Experts]
+                got, updates, done = learn_classes(ExpertBatch.from_instances(votes), labels)
+                predicted = got[:done].tolist()
+            elif learn_prefix is not None and self.k == 2:
+                mistakes, updates, done = learn_prefix(AttributeBatch.from_instances(xs), labels)
+                y = np.array(ys[:done], dtype=np.int64)
+                predicted = np.where(mistakes[:done], 1 - y, y).tolist()
+            else:
+                return None
+        except (InvalidInstance, ValueError, TypeError):
+            return None
         ys = ys[:done]
-        y = np.array(ys, dtype=np.int64)
-        predicted = np.where(mistakes[:done], 1 - y, y).tolist()
-        self._record_run(first, ys, predicted, updates[:done].astype(np.int64).tolist(), tag)
+        self._record_run(
+            first, ys, predicted, updates[:done].astype(np.int64).tolist(), tags[:done]
+        )
         for mon in self.monitors.values():
             mon.judged_run(first, [x for x, _ in todo[:done]], ys, predicted)
         self.version = first + done - 1 if done else self.version
@@ -739,9 +762,10 @@ class LiveModel:
             self.unfolded[seq] = (y, predicted, outcome, trial_id)
 
     def _record_run(
-        self, first: int, ys: list[int], predicted: list[int], outcomes: list[int], trial_id: str
+        self, first: int, ys: list[int], predicted: list[int], outcomes: list[int], tags: list[str]
     ) -> None:
-        """:meth:`_record` of the entries from ``first`` on, together."""
+        """:meth:`_record` of the entries from ``first`` on, together (``tags`` their
+        trial ids, one each)."""
         end = first + len(ys)
         pairs = list(zip(predicted, outcomes, strict=True))
         made = {pair: Applied(pair[0], pair[1] == 1) for pair in set(pairs)}  # a few
@@ -756,7 +780,8 @@ class LiveModel:
                     ys[start - first :],
                     predicted[start - first :],
                     outcomes[start - first :],
-                    itertools.repeat(trial_id),
+                    tags[start - first :],
+                    strict=True,
                 ),
                 strict=False,
             )

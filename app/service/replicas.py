@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from typing import Protocol, TypeVar
 
 import orjson
@@ -185,10 +185,10 @@ class Replicas:
         try:
             await m.thawed()
             m.apply(sync.entries, self.kept.take)
-            for first, items, key in own or ():
+            for first, items, keys in _runs(own or ()):
                 await self._read_log(m, first - 1)
                 await m.thawed()
-                m.apply_own(first, items, key, sync.stamp)
+                m.apply_own(first, items, keys, sync.stamp)
             if labels is not None:
                 await self._read_log(m, labels[0] - 1)
                 await m.thawed()
@@ -345,3 +345,18 @@ class Replicas:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+
+def _runs(own: Iterable[Own]) -> list[tuple[int, list[Instance], list[str]]]:
+    """``own`` with each run that follows the one before in the log put into it (as a
+    batch's requests, each under its own key, are appended), each entry's key beside it:
+    one replay of a long run rather than many of one entry each."""
+    out: list[tuple[int, list[Instance], list[str]]] = []
+    for first, items, key in own:
+        items = list(items)
+        if out and out[-1][0] + len(out[-1][1]) == first:
+            out[-1][1].extend(items)
+            out[-1][2].extend([key] * len(items))
+        else:
+            out.append((first, items, [key] * len(items)))
+    return out

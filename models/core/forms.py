@@ -21,7 +21,7 @@ from models.kernels.dispatch import binary_fit_batch
 
 __all__ = ["BinaryLearner", "ExpertRunLearner", "MulticlassLearner", "RunKernel", "classes_of"]
 
-#: A compiled run of trials: (batch, class or sign of each, mistakes, updates) -> the
+#: A compiled run of binary trials: (batch, sign of each, mistakes, updates) -> the
 #: trials applied (see :func:`learned_prefix`).
 RunKernel = Callable[[Any, np.ndarray, np.ndarray, np.ndarray], int]
 
@@ -167,20 +167,13 @@ class MulticlassLearner(Learner):
         self._check.fit(xs)
         return xs
 
-    def _compiled_prefix(
-        self, xs: Any, ys: Sequence[Label], run: RunKernel
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """``learn_prefix`` by the compiled run ``run`` over class indices."""
-        batch = self.coerce_batch(xs)
-        return learned_prefix(self, batch, classes_of(self, ys), run)
-
     def snapshot(self) -> LinearMaxHypothesis:
         return LinearMaxHypothesis(self.weights(), self.labels, self._check)
 
 
 class ExpertRunLearner(MulticlassLearner):
     """A linear-max learner whose trials also run in one compiled loop, ``_learn_run``
-    (a :data:`RunKernel` over an :class:`ExpertBatch` and class indices)."""
+    (over an :class:`ExpertBatch` and class indices)."""
 
     def learn_expert_prefix(
         self, xs: Any, ys: Sequence[Label]
@@ -193,9 +186,40 @@ class ExpertRunLearner(MulticlassLearner):
         (Named apart from the attribute learners' ``learn_prefix``, which a worker's
         replay takes for any binary model with an attribute batch.)
         """
-        return self._compiled_prefix(xs, ys, self._learn_run)
+        cs, predicted, updates, done = self._classes_run(xs, ys)
+        mistakes = predicted != cs
+        mistakes[done:] = False
+        return mistakes, updates, done
+
+    def learn_expert_classes(
+        self, xs: Any, ys: Sequence[Label]
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """:meth:`learn_expert_prefix` with the class each trial predicted in place of
+        its mistake: (classes, int64, -1 from the trials not applied on; updates; trials
+        applied)."""
+        _, predicted, updates, done = self._classes_run(xs, ys)
+        return predicted, updates, done
+
+    def _classes_run(
+        self, xs: Any, ys: Sequence[Label]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The run of trials ``xs``, ``ys`` by :meth:`_learn_run`, counted: (true
+        classes, predicted classes, updates, trials applied)."""
+        batch = self.coerce_batch(xs)
+        cs = classes_of(self, ys)
+        if len(cs) != len(batch):
+            raise InvalidInstance(f"{len(batch)} instances but {len(cs)} labels")
+        predicted = np.full(cs.size, -1, dtype=np.int64)
+        updates = np.zeros(cs.size, dtype=bool)
+        done = int(self._learn_run(batch, cs, predicted, updates))
+        predicted[done:] = -1  # (a refused trial's, which changed nothing)
+        updates[done:] = False
+        self.count_run(predicted[:done] != cs[:done], updates[:done])
+        return cs, predicted, updates, done
 
     def _learn_run(
-        self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray
+        self, b: ExpertBatch, ys: np.ndarray, predicted: np.ndarray, updates: np.ndarray
     ) -> int:  # pragma: no cover - interface
+        """The compiled run of the trials ``b``, ``ys`` (class indices), each one's class
+        into ``predicted`` and whether it updated into ``updates``; the trials applied."""
         raise NotImplementedError

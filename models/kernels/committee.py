@@ -79,17 +79,17 @@ def learn(r, sc, la, floor, alpha, expert, cls, value, k, y, wf, wi):  # type: i
 
 @njit(cache=True, nogil=True)
 def learn_batch(  # type: ignore[no-untyped-def]
-    r, sc, la, floor, alpha, indptr, expert, cls, value, k, ys, mistakes, updates, wf, wi
+    r, sc, la, floor, alpha, indptr, expert, cls, value, k, ys, predicted, updates, wf, wi
 ):  # pragma: no cover
     """:func:`learn` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
-    class ``ys[t]``, in order, into ``mistakes`` and ``updates``; returns the rows
-    applied (all: Committee refuses no update). ``wf`` and ``wi`` as for :func:`learn`,
-    for the longest row."""
+    class ``ys[t]``, in order, into ``predicted`` (the class) and ``updates``; returns the
+    rows applied (all: Committee refuses no update). ``wf`` and ``wi`` as for
+    :func:`learn`, for the longest row."""
     for t in range(ys.shape[0]):
         lo, hi = indptr[t], indptr[t + 1]
         pred, upd = learn(
             r, sc, la, floor, alpha, expert[lo:hi], cls[lo:hi], value[lo:hi], k, ys[t], wf, wi
         )
-        mistakes[t] = pred != ys[t]
+        predicted[t] = pred
         updates[t] = upd
     return ys.shape[0]

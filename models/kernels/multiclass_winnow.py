@@ -37,15 +37,15 @@ def learn(w, alpha, expert, cls, value, k, y):  # type: ignore[no-untyped-def]  
 
 
 @njit(cache=True, nogil=True)
-def learn_batch(w, alpha, indptr, expert, cls, value, k, ys, mistakes, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
+def learn_batch(w, alpha, indptr, expert, cls, value, k, ys, predicted, updates):  # type: ignore[no-untyped-def]  # pragma: no cover
     """:func:`learn` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
-    class ``ys[t]``, in order, into ``mistakes`` and ``updates``; returns the rows applied,
-    fewer than all when one was refused (its mistake is left in ``mistakes`` to be read
-    back, and nothing after it is applied)."""
+    class ``ys[t]``, in order, into ``predicted`` (the class) and ``updates``; returns the
+    rows applied, fewer than all when one was refused (its prediction is left in
+    ``predicted``, and nothing after it is applied)."""
     for t in range(ys.shape[0]):
         lo, hi = indptr[t], indptr[t + 1]
         pred, status = learn(w, alpha, expert[lo:hi], cls[lo:hi], value[lo:hi], k, ys[t])
-        mistakes[t] = pred != ys[t]
+        predicted[t] = pred
         if status == 2:
             return t
         updates[t] = status == 1

@@ -144,18 +144,18 @@ def learn_batch(  # type: ignore[no-untyped-def]
     value,
     k,
     ys,
-    mistakes,
+    predicted,
     updates,
 ):  # pragma: no cover
     """:func:`learn` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
-    class ``ys[t]``, in order, into ``mistakes`` and ``updates``; returns the rows
-    applied (all: Weighted Majority refuses no update)."""
+    class ``ys[t]``, in order, into ``predicted`` (the class) and ``updates``; returns the
+    rows applied (all: Weighted Majority refuses no update)."""
     for t in range(ys.shape[0]):
         lo, hi = indptr[t], indptr[t + 1]
         pred, changed = learn(
             u, sc, lb, floor, alpha, brier, every_trial,
             expert[lo:hi], cls[lo:hi], value[lo:hi], k, ys[t],
         )  # fmt: skip
-        mistakes[t] = pred != ys[t]
+        predicted[t] = pred
         updates[t] = changed
     return ys.shape[0]

@@ -189,7 +189,7 @@ class Committee(ExpertRunLearner):
         )  # fmt: skip
 
     def _learn_run(
-        self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray
+        self, b: ExpertBatch, ys: np.ndarray, predicted: np.ndarray, updates: np.ndarray
     ) -> int:
         wf, wi = self._scratch(int(np.diff(b.indptr).max(initial=0)))
         prm = self._prm
@@ -197,7 +197,7 @@ class Committee(ExpertRunLearner):
             kernel.learn_batch(
                 self.r_, self.scalars_, self._la, prm[fam.COMMITTEE_FLOOR],
                 prm[fam.COMMITTEE_SHARE], b.indptr, b.expert, b.cls, b.value, self._k,
-                ys, mistakes, updates, wf, wi,
+                ys, predicted, updates, wf, wi,
             )
         )  # fmt: skip
 

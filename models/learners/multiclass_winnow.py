@@ -126,12 +126,12 @@ class MulticlassWinnow(ExpertRunLearner):
         return pred, status == 1
 
     def _learn_run(
-        self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray
+        self, b: ExpertBatch, ys: np.ndarray, predicted: np.ndarray, updates: np.ndarray
     ) -> int:
         return int(
             kernel.learn_batch(
                 self.w_, float(self.alpha), b.indptr, b.expert, b.cls, b.value,
-                self.n_classes, ys, mistakes, updates,
+                self.n_classes, ys, predicted, updates,
             )
         )  # fmt: skip
 

@@ -194,13 +194,13 @@ class WeightedMajority(ExpertRunLearner):
         )
 
     def _learn_run(
-        self, b: ExpertBatch, ys: np.ndarray, mistakes: np.ndarray, updates: np.ndarray
+        self, b: ExpertBatch, ys: np.ndarray, predicted: np.ndarray, updates: np.ndarray
     ) -> int:
         return int(
             kernel.learn_batch(
                 self.u_, self.scalars_, float(self.beta), float(self.weight_floor),
                 float(self.fixed_share), float(self.brier), self.update == "every_trial",
-                b.indptr, b.expert, b.cls, b.value, self.n_classes, ys, mistakes, updates,
+                b.indptr, b.expert, b.cls, b.value, self.n_classes, ys, predicted, updates,
             )
         )  # fmt: skip
 

@@ -8,12 +8,13 @@ import numpy as np
 import orjson
 import pytest
 
-from app.service import live_model
+from app.service import live_model, replicas
 from app.service.live_model import LiveModel
 from models.inputs.batch import RawExperts
 from storage.codec import encode_instance
 from storage.repository import Sync
 
+SERIALIZE_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 CONFIG = {
     "labels": ["a", "b"],
     "input": {"attributes": {"n_features": 4}},
@@ -180,34 +181,60 @@ def test_own_labels_replay_as_their_entries_in_the_log_do() -> None:
         own.apply_labels(9, items[:1], "abd")
 
 
+def _own_items(m: LiveModel, config: dict[str, Any], seed: int) -> list[tuple[Any, int]]:
+    """Learn items of ``config``'s form, as the worker encodes them."""
+    rng = np.random.default_rng(seed)
+    k = len(config["labels"])
+    if "experts" not in config["input"]:
+        items = [
+            (m.encode({"features": rng.integers(0, 2, 4).tolist()}), int(rng.integers(k)))
+            for _ in range(3 * live_model.BATCH_REPLAY)
+        ]
+        return [(x, y) for x, y in items if x.indices.size]
+    names = config["input"]["experts"]["expert_names"]
+    instances = [
+        {"experts": {e: str(rng.choice(config["labels"])) for e in names}}
+        for _ in range(3 * live_model.BATCH_REPLAY)
+    ]
+    return [(x, int(rng.integers(k))) for x in m.encode_each(instances)]
+
+
+@pytest.mark.parametrize("config", [CONFIG, FUSION], ids=["attributes", "experts"])
 @pytest.mark.parametrize("folded", [0, 7, 30])
 def test_a_run_learned_in_one_compiled_call_keeps_the_outcomes_one_by_one_keeps(
-    monkeypatch: pytest.MonkeyPatch, folded: int
+    monkeypatch: pytest.MonkeyPatch, folded: int, config: dict[str, Any]
 ) -> None:
     """Own learn entries replayed in one compiled call record what replaying them one by
     one records: each outcome by seq (only the last RECENT kept) and those not yet
-    folded for the next fold."""
+    folded for the next fold, each under its own key; the monitors judge them alike, and
+    the learner ends in the same state."""
     monkeypatch.setattr(live_model, "RECENT", 20)
-    rng = np.random.default_rng(folded)
-    together, alone = LiveModel("m", "inc", CONFIG), LiveModel("m", "inc", CONFIG)
-    items = [
-        (together.encode({"features": rng.integers(0, 2, 4).tolist()}), int(rng.integers(2)))
-        for _ in range(3 * live_model.BATCH_REPLAY)
-    ]
-    items = [(x, y) for x, y in items if x.indices.size]
+    together, alone = LiveModel("m", "inc", config), LiveModel("m", "inc", config)
+    items = _own_items(together, config, folded)
     for m in (together, alone):
         m.folded = folded
-    together.apply_own(1, items, key="k")
+    keys = [f"k{t % 5}" for t in range(len(items))]  # each entry under its own key
+    one_by_one = []
+    replay = together._replay
+    monkeypatch.setattr(together, "_replay", lambda *a: one_by_one.append(a) or replay(*a))
+    together.apply_own(1, items, key=keys)
+    assert len(one_by_one) < len(items) // 2  # the rest compiled
     for t, item in enumerate(items):
-        alone.apply_own(t + 1, [item], key="k")
+        alone.apply_own(t + 1, [item], key=keys[t])
     assert together.version == alone.version == len(items)
     assert together.recent == alone.recent
     assert sorted(together.recent) == list(range(len(items) - 19, len(items) + 1))
     assert together.unfolded == alone.unfolded
     assert sorted(together.unfolded) == list(range(folded + 1, len(items) + 1))
-    assert {u[3] for u in together.unfolded.values()} == {"!k"}
+    assert [u[3] for u in together.unfolded.values()] == [f"!{k}" for k in keys[folded:]]
     assert any(a.updated for a in together.recent.values())
     assert any(not a.updated for a in together.recent.values())
+    assert together.learner.export_state() == alone.learner.export_state()
+    watched = [
+        orjson.dumps({n: w.export() for n, w in m.monitors.items()}, option=SERIALIZE_NUMPY)
+        for m in (together, alone)
+    ]
+    assert watched[0] == watched[1]
 
 
 def _arrays(x: Any) -> list[np.ndarray]:
@@ -389,3 +416,15 @@ def test_a_kept_instance_the_model_cannot_take_is_refused_as_its_decoding_is() -
     assert orjson.dumps(with_known.learner.export_state()) == orjson.dumps(
         decoding.learner.export_state()
     )
+
+
+def test_own_runs_that_follow_each_other_are_replayed_as_one() -> None:
+    """A batch's keyed requests, appended one after another, are replayed as one run,
+    each entry under its request's key; a run after a gap (another worker's entries)
+    starts another."""
+    x = LiveModel("m", "inc", CONFIG).encode({"features": [1, 0, 1, 0]})
+    own = [(5, [(x, 0)], "a"), (6, [(x, 1), (x, 0)], "b"), (8, [(x, 1)], ""), (11, [(x, 0)], "c")]
+    assert replicas._runs(own) == [
+        (5, [(x, 0), (x, 1), (x, 0), (x, 1)], ["a", "b", "b", ""]),
+        (11, [(x, 0)], ["c"]),
+    ]

@@ -197,3 +197,28 @@ def test_rows_decoded_together_make_their_batch_without_a_copy() -> None:
         joined.low,
         joined.high,
     )
+
+
+@pytest.mark.parametrize("kind", sorted(k for k, v in KINDS.items() if v[2] == "experts"))
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 60))
+def test_a_run_learned_together_predicts_each_class_one_by_one_predicts(
+    kind: str, seed: int, n: int
+) -> None:
+    """``learn_expert_classes`` gives the class each trial predicted, as one by one gives
+    it, up to the first refused trial (-1 from there on), and leaves the same state."""
+    spec, labels, form = KINDS[kind]
+    xs, cs = _stream(seed, n, len(labels), form)
+    ys = [labels[c] for c in cs]
+    alone, together = _learner(spec, labels, form), _learner(spec, labels, form)
+    want = []
+    for x, y in zip(xs, ys, strict=True):
+        try:
+            predicted, _ = alone.trial(x, y)
+        except UpdateRefused:
+            break
+        want.append(predicted)
+    got, updates, done = together.learn_expert_classes(_batch(xs, form), ys)  # type: ignore[attr-defined]
+    assert got.dtype == np.int64 and got.shape == updates.shape == (n,)
+    assert got[:done].tolist() == want and (got[done:] == -1).all()
+    _same_state(alone, together)

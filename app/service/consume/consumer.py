@@ -294,10 +294,9 @@ class Consumer:
             out.append(self._read_one(d))
         if learns:
             assert self.read_trials is not None
-            got = read_learns([batch[i] for i in learns], self.settings, self.read_trials)
-            for i, call in zip(
-                learns, got or map(self._read_one, map(batch.__getitem__, learns)), strict=True
-            ):
+            ds = [batch[i] for i in learns]
+            got: Sequence[Call | str] | None = read_learns(ds, self.settings, self.read_trials)
+            for i, call in zip(learns, got or [self._read_one(d) for d in ds], strict=True):
                 out[i] = call
         return out
 
