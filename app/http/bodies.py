@@ -323,7 +323,7 @@ def read_batch(
             extras[key] = kind == KIND_TRUE
         else:
             return None
-    items = _items(raw, counts, rows, instances, fields, required)
+    items = _items(raw, (counts, rows, instances), fields, required)
     return None if items is None else (items, extras)
 
 
@@ -352,19 +352,16 @@ def read_trials(
     inside = (rows[:, :, 0] >= starts[:, None]) & (rows[:, :, 3] <= ends[:, None])
     if not (inside | ~used).all():
         return None
-    return _items(raw, counts, rows, instances, fields, required)
+    return _items(raw, (counts, rows, instances), fields, required)
 
 
 def _items(
-    raw: bytes,
-    counts: np.ndarray,
-    rows: np.ndarray,
-    instances: np.ndarray,
-    fields: frozenset[str],
-    required: frozenset[str],
+    raw: bytes, found: tuple[np.ndarray, ...], fields: frozenset[str], required: frozenset[str]
 ) -> list[dict[str, Any]] | None:
-    """A batch's items as :func:`read_batch` finds them, each read as :func:`_trial`
-    reads one; None when one is not plainly a trial."""
+    """A batch's items, ``found`` as :func:`read_batch` finds them (counts, rows and
+    instances), each read as :func:`_trial` reads one; None when one is not plainly a
+    trial."""
+    counts, rows, instances = found
     alike = _alike(raw, counts, rows, instances, fields, required)
     if alike is not None:
         return alike
