@@ -209,6 +209,14 @@ def test_malformed_messages_are_dead_lettered_with_their_reason_and_the_rest_flo
                 "trial_id: missing",
             ),
             ({**good, "body": b'{"instance": {"features": "x"}, "label": "a"}'}, "instance"),
+            (
+                {
+                    **good,
+                    "key": "k" * 300,
+                    "body": b'{"instance": {"features": {"0": 1}}, "label": "a"}',
+                },
+                "key: ",
+            ),
         ]
         ids = []
         for i, (fields, _) in enumerate(bad):
@@ -216,7 +224,7 @@ def test_malformed_messages_are_dead_lettered_with_their_reason_and_the_rest_flo
                 r.xadd(stream, {**good, "body": learn_body(i)})
             ids.append(r.xadd(stream, fields).decode())
         async with s.running(f"redis:#stream={stream}"):
-            await until(lambda: len(answers(r, stream)) == 10 and len(dead(r, stream)) == 11)
+            await until(lambda: len(answers(r, stream)) == 10 and len(dead(r, stream)) == 12)
         got = sorted(dead(r, stream), key=lambda d: ids.index(d["id"]))
         for letter, (fields, reason) in zip(got, bad, strict=True):
             assert letter["reason"].startswith(reason), (letter, reason)

@@ -140,10 +140,12 @@ def read_learns(
         text = type(y) is str and len(y) <= most
         if not (text or (type(y) is int and -_INT64 <= y < _INT64)):
             return None
-        if not valid_idempotency_key(d.key):
+        try:
+            idem = _learn_key(d)
+        except BadInput:
             return None
         assert d.model is not None
-        out.append(Call(d, d.model, "learn", (doc["instance"], y), idem=_learn_key(d)))
+        out.append(Call(d, d.model, "learn", (doc["instance"], y), idem=idem))
     return out
 
 
