@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from app.service.monitor import Kind
-from models.core.instance import Attributes, Experts
+from app.service.monitor import WARM_ROWS, Kind
+from models.core.instance import Attributes, Experts, consecutive_expert_rows
 from models.core.learner import Learner
 from models.core.state import InvalidState, decode_array, encode_array
 from models.inputs.space import InputSpace
@@ -102,6 +102,31 @@ def _judge(
     return added
 
 
+@njit(cache=True, nogil=True)
+def _judge_run(
+    indptr: np.ndarray,
+    e: np.ndarray,
+    c: np.ndarray,
+    v: np.ndarray,
+    cards: np.ndarray,
+    table: np.ndarray,
+    k: int,
+    ys: np.ndarray,
+    served: np.ndarray,
+    room: int,
+) -> tuple[int, int]:  # pragma: no cover (compiled)
+    """:func:`_judge` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
+    label ``ys[t]`` and prediction ``served[t]``, in order, stopping before a row that
+    might add more confusion keys than ``room`` has left; (rows judged, keys added)."""
+    added = 0
+    for t in range(ys.shape[0]):
+        if added + cards.shape[0] > room:  # (a row adds at most a key per classifier)
+            return t, added
+        lo, hi = indptr[t], indptr[t + 1]
+        added += _judge(e[lo:hi], c[lo:hi], v[lo:hi], cards, table, k, ys[t], served[t])
+    return ys.shape[0], added
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _count(table: np.ndarray, key: int, n: int) -> int:  # pragma: no cover (compiled)
     """Add ``n`` to ``key``'s count in the open-addressed table; 1 when the key is new."""
@@ -122,10 +147,11 @@ def _fill(table: np.ndarray, keys: np.ndarray, ns: np.ndarray) -> None:  # pragm
         _count(table, keys[t], ns[t])
 
 
-def _table(keys: np.ndarray, ns: np.ndarray) -> np.ndarray:
-    """A confusion table holding ``keys`` (distinct) with their counts, at most half full."""
+def _table(keys: np.ndarray, ns: np.ndarray, room: int = 0) -> np.ndarray:
+    """A confusion table holding ``keys`` (distinct) with their counts, at most half full
+    with ``room`` keys more."""
     size = _FIRST_TABLE
-    while size < 2 * keys.size + 2:
+    while size < 2 * (keys.size + room) + 2:
         size *= 2
     table = np.zeros((2, size), dtype=np.int64)
     table[KEYS] = -1
@@ -162,8 +188,26 @@ class Scorecards:
         ys: Sequence[int],
         predicted: Sequence[int],
     ) -> None:
-        for t, (x, y, p) in enumerate(zip(xs, ys, predicted, strict=True)):
-            self.judged(first + t, x, y, p, p)
+        run = consecutive_expert_rows(xs)
+        if run is None:  # one by one: not rows of a batch
+            for t, (x, y, p) in enumerate(zip(xs, ys, predicted, strict=True)):
+                self.judged(first + t, x, y, p, p)
+            return
+        batch = run[0].between(run[1], run[1] + len(xs))
+        ys_, ps = np.asarray(ys, dtype=np.int64), np.asarray(predicted, dtype=np.int64)
+        n, at = self.cards_.shape[0], 0
+        while at < ys_.size:
+            room = self.table_.shape[1] // 2 - self.used_
+            if room < n:  # grown as one by one grows it, before the next row
+                keys, ns = self._confusion()
+                self.table_ = _table(keys, ns, n)
+                continue
+            done, added = _judge_run(
+                batch.indptr[at:], batch.expert, batch.cls, batch.value,
+                self.cards_, self.table_, self.k_, ys_[at:], ps[at:], room,
+            )  # fmt: skip
+            self.used_ += added
+            at += done
 
     def grown(self, space: InputSpace) -> None:
         names = space.expert_names
@@ -334,9 +378,10 @@ KIND = Kind(
 
 
 def warm() -> None:
-    """Compile the kernels (or load them from numba's cache): a trial judged, the
-    scorecards read and their state read back, on a small input."""
+    """Compile the kernels (or load them from numba's cache): a trial judged, a run of
+    them, the scorecards read and their state read back, on a small input."""
     space = InputSpace(["a", "b"], experts={"expert_names": ["e0", "e1"]})
     cards = Scorecards(space)
     cards.judged(1, space.encode({"experts": {"e0": "a", "e1": "b"}}, "experts"), 0, 0, 0)
+    cards.judged_run(2, Experts.rows(*WARM_ROWS), [0, 1], [1, 1])  # rows of a batch
     Scorecards.read(cards.export(), space).cards()

@@ -12,6 +12,7 @@ import pytest
 from app.service.live_model import LiveModel
 from app.service.monitors import KINDS
 from app.service.scorecards import KIND, NAME, SPARK_BLOCK, WINDOW, Scorecards
+from models.core.instance import Experts
 from models.core.state import InvalidState, encode_array
 from models.inputs.space import InputSpace
 
@@ -230,3 +231,40 @@ def test_registered_and_kept_in_a_live_models_snapshot() -> None:
     judge(mon, m.space, {"x": "a", "y": "b"}, 0, 0)
     again = LiveModel("f", "i", fusion, version=1, state=m.kept_state())
     assert again.monitors[NAME].figures() == mon.figures()
+
+
+@pytest.mark.parametrize("rows", [1, 7, 300])
+def test_a_run_judged_together_is_the_trials_judged_one_by_one(rows: int) -> None:
+    """Trials that are rows of one batch are judged in one compiled call, in runs of
+    ``rows``, with the cards, the confusion counts and the state that judging each gives,
+    the table growing between rows as it must (many distinct keys)."""
+    labels = list(range(30))
+    names = [f"e{i}" for i in range(6)]
+    sp = InputSpace(labels, experts={"expert_names": names})
+    rng = np.random.default_rng(rows)
+    n = 900
+    scores = rng.random((n, len(names), len(labels))) * (rng.random((n, len(names), 1)) < 0.8)
+    e, c = np.nonzero(scores.reshape(n * len(names), len(labels)))
+    flat = scores.reshape(n * len(names), len(labels))[e, c]
+    sub = e % len(names)  # each classifier's votes are its sub-expert's
+    t = e // len(names)
+    ptr = np.searchsorted(t, np.arange(n + 1))
+    sizes = np.full(n, len(names))
+    classes = np.full(n, len(labels))
+    low, high = np.zeros(n), np.ones(n)
+    xs = Experts.rows(
+        sub.astype(np.int64), c.astype(np.int64), flat, ptr, sizes, classes, low, high
+    )
+    ys = rng.integers(len(labels), size=n).tolist()
+    served = rng.integers(len(labels), size=n).tolist()
+    together, alone = Scorecards(sp), Scorecards(sp)
+    for a in range(0, n, rows):
+        together.judged_run(a, xs[a : a + rows], ys[a : a + rows], served[a : a + rows])
+    for i, (x, y, p) in enumerate(zip(xs, ys, served, strict=True)):
+        alone.judged(i, x, y, p, p)
+    assert together.cards() == alone.cards()
+    assert orjson.dumps(together.export(), option=orjson.OPT_SERIALIZE_NUMPY) == orjson.dumps(
+        alone.export(), option=orjson.OPT_SERIALIZE_NUMPY
+    )
+    assert sum(c["trials"] for c in together.cards()) > n  # every classifier judged
+    assert together.used_ > 1_000  # the table grew several times
