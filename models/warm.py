@@ -55,7 +55,7 @@ from models.core.instance import Attributes, Experts
 from models.drift import DETECTORS
 from models.inputs.batch import RawExperts, RawFeatures
 from models.inputs.space import InputSpace
-from models.kernels.instances import attribute_blocks, full_rows
+from models.kernels.instances import attribute_blocks, expert_blocks, full_rows
 from models.kernels.logentries import read_entries
 from models.registry import KINDS, build, from_state, kind_of
 
@@ -273,8 +273,12 @@ def run_case(spec: Spec, space: InputSpace, trials: int = TRIALS, round_trip: bo
         space.encode_each([raw_features, raw_features], form)
     xs[-1] = learner.coerce(_as_logged(xs[-1]))
     for x in xs[:1] + xs[-1:]:
-        if isinstance(x, Experts):  # as a trial's instance is stored
+        if isinstance(x, Experts):  # as a trial's instance is stored, or a batch's rows
             full_rows(x.expert, x.cls)
+            eb, cb = x.expert.astype("<i4").view(np.uint8), x.cls.astype("<i4").view(np.uint8)
+            vb = x.value.astype("<f8").view(np.uint8)
+            ptr = np.array([0, x.expert.size], dtype=np.int64)
+            expert_blocks(eb, cb, vb, x.expert, x.cls, ptr, True)
         else:  # as a batch's rows are stored
             ib, vb = x.indices.astype("<i4").view(np.uint8), x.values.astype("<f8").view(np.uint8)
             attribute_blocks(ord("A"), ib, vb, np.array([0, x.indices.size], dtype=np.int64))

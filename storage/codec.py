@@ -24,10 +24,11 @@ from models.core.instance import (
     ExpertBatch,
     Experts,
     InvalidInstance,
+    consecutive_expert_rows,
     consecutive_rows,
 )
 from models.kernels import logentries
-from models.kernels.instances import attribute_blocks, full_rows
+from models.kernels.instances import attribute_blocks, expert_blocks, full_rows
 from storage.errors import CorruptData
 
 __all__ = [
@@ -92,6 +93,18 @@ def encode_instances(xs: Sequence[Attributes | Experts], rows: bool = True) -> l
         data = attribute_blocks(ord("A"), ib, vb, bounds).tobytes()
         at = (np.arange(len(xs) + 1) + 12 * bounds).tolist()
         return [data[p:q] for p, q in itertools.pairwise(at)]
+    experts = consecutive_expert_rows(xs) if len(xs) > 1 else None
+    if experts is not None:  # votes, rows of one batch in order: likewise
+        votes, t = experts
+        ptr = votes.indptr[t : t + len(xs) + 1]
+        a, z = int(ptr[0]), int(ptr[-1])
+        e, c = votes.expert[a:z], votes.cls[a:z]
+        blocks, starts = expert_blocks(
+            e.astype(_I4).view(np.uint8), c.astype(_I4).view(np.uint8),
+            votes.value[a:z].astype(_F8).view(np.uint8), e, c, ptr - a, rows,
+        )  # fmt: skip
+        data = blocks.tobytes()
+        return [data[p:q] for p, q in itertools.pairwise(starts.tolist())]
     at = [t for t, x in enumerate(xs) if isinstance(x, Attributes)]
     if len(at) < 2:
         return [encode_instance(x, rows) for x in xs]

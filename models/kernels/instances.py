@@ -14,6 +14,7 @@ __all__ = [
     "blocks_attributes",
     "blocks_experts",
     "digit_keys",
+    "expert_blocks",
     "full_rows",
     "sparse_rows",
     "vote_rows",
@@ -361,3 +362,44 @@ def attribute_blocks(tag: int, ib: np.ndarray, vb: np.ndarray, ptr: np.ndarray) 
         out[o : o + 8 * (z - a)] = vb[8 * a : 8 * z]
         o += 8 * (z - a)
     return out
+
+
+@njit(cache=True, nogil=True)
+def expert_blocks(
+    eb: np.ndarray, cb: np.ndarray, vb: np.ndarray, e: np.ndarray, c: np.ndarray,
+    ptr: np.ndarray, rows: bool,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip  # pragma: no cover
+    """The rows of a batch of votes as blocks one after another, ``(bytes, starts)``:
+    row ``t`` (its triples ``ptr[t]:ptr[t + 1]``, ``ptr`` from 0, of the experts ``e``
+    and classes ``c``, whose bytes are ``eb`` and ``cb``, 4 each, and the votes' ``vb``, 8
+    each) as the byte ``F``, ``k`` in 4 bytes, one expert per row of ``k`` votes, then the
+    votes, where ``rows`` and the row holds every class ``0 .. k - 1`` of each of its
+    experts (:func:`full_rows`); else as the byte ``E``, the experts, the classes, the
+    votes. Block ``t`` is ``bytes[starts[t]:starts[t + 1]]``."""
+    n = ptr.size - 1
+    out = np.empty(5 * n + 16 * ptr[n], dtype=np.uint8)
+    starts = np.empty(n + 1, dtype=np.int64)
+    o = 0
+    for t in range(n):
+        starts[t] = o
+        a, z = ptr[t], ptr[t + 1]
+        k = full_rows(e[a:z], c[a:z]) if rows else 0
+        if k > 0:
+            out[o] = 70  # F
+            for b in range(4):
+                out[o + 1 + b] = (k >> (8 * b)) & 255
+            o += 5
+            for i in range(a, z, k):
+                out[o : o + 4] = eb[4 * i : 4 * i + 4]
+                o += 4
+        else:
+            out[o] = 69  # E
+            o += 1
+            out[o : o + 4 * (z - a)] = eb[4 * a : 4 * z]
+            o += 4 * (z - a)
+            out[o : o + 4 * (z - a)] = cb[4 * a : 4 * z]
+            o += 4 * (z - a)
+        out[o : o + 8 * (z - a)] = vb[8 * a : 8 * z]
+        o += 8 * (z - a)
+    starts[n] = o
+    return out[:o], starts

@@ -8,7 +8,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.core.instance import AttributeBatch, Attributes, ExpertBatch, Experts, consecutive_rows
+from models.core.instance import (
+    AttributeBatch,
+    Attributes,
+    ExpertBatch,
+    Experts,
+    consecutive_expert_rows,
+    consecutive_rows,
+)
 from models.kernels import logentries
 from storage.codec import (
     LogEntry,
@@ -298,3 +305,24 @@ def test_entries_out_of_order_or_not_bytes_are_not_read_flat() -> None:
     assert read_flat([]) is None
     got = read_flat([(b"1-0", fields), (b"2-0", fields)])
     assert got is not None and got.status.tolist() == [logentries.LEARN] * 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(votes(), min_size=1, max_size=8), st.booleans(), st.data())
+def test_rows_of_a_batch_of_votes_encode_as_each_alone(
+    xs: list[Experts], rows: bool, data: Any
+) -> None:
+    """A run of a batch of votes' rows (each row full, with gaps, or empty), in order, is
+    encoded in one compiled pass, each block as the row encoded alone, in either form."""
+    if data.draw(st.booleans()):
+        xs = [*xs, Experts(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))]
+    batch = ExpertBatch.from_instances(xs)
+    got = Experts.rows(
+        batch.expert, batch.cls, batch.value, batch.indptr,
+        np.array([x.size for x in xs]), np.array([x.n_classes for x in xs]),
+        np.array([x.low for x in xs]), np.array([x.high for x in xs]),
+    )  # fmt: skip
+    a = data.draw(st.integers(0, len(got) - 1))
+    b = data.draw(st.integers(a + 1, len(got)))
+    assert consecutive_expert_rows(got[a:b]) == (got[0].source[0], a)
+    assert encode_instances(got[a:b], rows) == [encode_instance(x, rows) for x in xs[a:b]]
