@@ -103,17 +103,8 @@ def _judge(
 
 
 @njit(cache=True, nogil=True)
-def _judge_run(
-    indptr: np.ndarray,
-    e: np.ndarray,
-    c: np.ndarray,
-    v: np.ndarray,
-    cards: np.ndarray,
-    table: np.ndarray,
-    k: int,
-    ys: np.ndarray,
-    served: np.ndarray,
-    room: int,
+def _judge_run(  # type: ignore[no-untyped-def]
+    indptr, e, c, v, cards, table, k, ys, served, room
 ) -> tuple[int, int]:  # pragma: no cover (compiled)
     """:func:`_judge` of each row ``t`` (the triples ``indptr[t]:indptr[t + 1]``) with
     label ``ys[t]`` and prediction ``served[t]``, in order, stopping before a row that
