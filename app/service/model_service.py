@@ -20,7 +20,7 @@ import functools
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -64,29 +64,26 @@ STATS_LANES = 8
 
 def request_digest(*parts: bytes | str) -> str:
     """A hash of a request's parts, to tell a retry from another request."""
-    h = hashlib.blake2b(digest_size=16)
-    for p in parts:
-        b = p.encode() if isinstance(p, str) else p
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-    return h.hexdigest()
-
-
-@functools.lru_cache(maxsize=1024)
-def _digest_of(op: str, name: str) -> Any:
-    h = hashlib.blake2b(digest_size=16)
-    for b in (op.encode(), name.encode()):
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-    return h
+    return str(_hashed(hashlib.blake2b(digest_size=16), parts).hexdigest())
 
 
 def body_digest(op: str, name: str, body: bytes) -> str:
     """``request_digest(op, name, body)``, the hash of the first two parts kept."""
-    h = _digest_of(op, name).copy()
-    h.update(len(body).to_bytes(8, "little"))
-    h.update(body)
-    return str(h.hexdigest())
+    return str(_hashed(_digest_of(op, name).copy(), (body,)).hexdigest())
+
+
+@functools.lru_cache(maxsize=1024)
+def _digest_of(op: str, name: str) -> Any:
+    return _hashed(hashlib.blake2b(digest_size=16), (op, name))
+
+
+def _hashed(h: Any, parts: Iterable[bytes | str]) -> Any:
+    """``h`` updated with each part, its length first."""
+    for p in parts:
+        b = p.encode() if isinstance(p, str) else p
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h
 
 
 def _every(name: str) -> bool:

@@ -133,14 +133,10 @@ def read_learns(
     docs = read_trials(bodies, need | optional, need)
     if docs is None:
         return None
-    most = settings.max_label_length
     out = []
     for d, doc in zip(ds, docs, strict=True):
-        y = doc["label"]
-        text = type(y) is str and len(y) <= most
-        if not (text or (type(y) is int and -_INT64 <= y < _INT64)):
-            return None
         try:
+            y = _label(doc["label"], settings.max_label_length)
             idem = _learn_key(d)
         except BadInput:
             return None
