@@ -102,9 +102,14 @@ def _listening(port: int, process: subprocess.Popen[bytes], timeout: float = 15.
     return False
 
 
-def learn_body(i: int) -> bytes:
-    """A learn whose first feature is ``i + 1``: its trial is found in the log by it."""
+def learn_body(i: int, sparse: bool = False) -> bytes:
+    """A learn whose first feature is ``i + 1``: its trial is found in the log by it.
+    ``sparse``: its features as ``{index: value}`` (the form a consumer reads a batch of
+    in one compiled pass) rather than a list."""
     features = [float(i + 1), 1.0, float(i % 7), -1.0][:FEATURES]
+    if sparse:
+        doc = {"features": {str(j): v for j, v in enumerate(features) if v}}
+        return orjson.dumps({"instance": doc, "label": "ab"[i % 2]})
     return orjson.dumps({"instance": {"features": features}, "label": "ab"[i % 2]})
 
 

@@ -84,17 +84,20 @@ def test_predict_label_and_learn_are_answered_on_the_reply_stream(
     run(go())
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["one-by-one", "read-together"])
 def test_a_redelivered_message_gets_the_first_answer_and_is_applied_once(
-    redis_url: str, redis_prefix: str, stream: str, r: redis.Redis
+    redis_url: str, redis_prefix: str, stream: str, r: redis.Redis, sparse: bool
 ) -> None:
     """A consumer reads messages and dies before acknowledging them; its successor of the
-    same name reads them again, applies nothing twice and answers as the first did."""
+    same name reads them again, applies nothing twice and answers as the first did,
+    whether the learns were read one by one or together."""
+    jsontext.warm()  # as the consumer's warm-up leaves it
 
     async def go() -> None:
         s = Service(redis_url, redis_prefix)
         await s.create("m")
         for i in range(20):
-            r.xadd(stream, {"model": "m", "op": "learn", "body": learn_body(i)})
+            r.xadd(stream, {"model": "m", "op": "learn", "body": learn_body(i, sparse)})
         x = orjson.dumps({"instance": {"features": [0.5, 0.5, 0.5, 0.5]}, "trial_id": "p1"})
         r.xadd(stream, {"model": "m", "op": "predict", "body": x})
         url = f"redis:#stream={stream},consumer=c1"
