@@ -52,8 +52,10 @@ __all__ = [
     "KIND_TRUE",
     "MAX_MEMBERS",
     "batch_members",
+    "hold",
     "members",
     "ready",
+    "release",
     "trial_members",
     "warm",
 ]
@@ -288,30 +290,48 @@ def batch_members(
 
 _compiled = threading.Event()  # set once both readers are compiled in this process
 _compiling = threading.Lock()  # held by the thread that compiles them
+_held = threading.Event()  # set while a worker's warm-up compiles them among other kernels
 
 
-def warm() -> None:
-    """Compile both readers (or load them from numba's cache), on bodies of both instance
-    forms, read-only as a request's bytes are."""
+def _compile() -> None:
     for instance in (b'{"experts": {"e0": "a"}}', b'{"features": {"0": 1.0}}'):
         trial = b'{"instance": %s, "trial_id": "t"}' % instance
         trial_members(np.frombuffer(trial, dtype=np.uint8))
         batch = b'{"items": [%s, %s]}' % (trial, trial)
         batch_members(np.frombuffer(batch, dtype=np.uint8), 9)
-    _compiled.set()
 
 
-def _warm_once() -> None:
+def warm() -> None:
+    """Compile both readers (or load them from numba's cache), on bodies of both instance
+    forms, read-only as a request's bytes are. A call made while another thread compiles
+    them waits for it: numba's dispatchers are not safe to compile from two threads at
+    once (one thread reads the signatures while the other adds one)."""
     with _compiling:
         if not _compiled.is_set():
-            warm()
+            _compile()
+            _compiled.set()
+
+
+def hold() -> None:
+    """Leave the readers to a warm-up about to compile them among other kernels: until
+    :func:`release`, :func:`ready` answers False and compiles nothing, so no body calls a
+    kernel (the readers' or those reading votes from text) while the warm-up does."""
+    _held.set()
+
+
+def release() -> None:
+    """End :func:`hold`: the readers are used once compiled."""
+    _held.clear()
 
 
 def ready() -> bool:
-    """Whether the readers are compiled. The first call that finds them not starts
-    compiling them in a background thread; until it is done, read bodies otherwise."""
+    """Whether the readers are compiled and free to use. Outside a warm-up, the first call
+    that finds them not starts compiling them in a background thread; until it is done,
+    read bodies otherwise."""
+    if _held.is_set():
+        return False
     if _compiled.is_set():
         return True
     if not _compiling.locked():
-        threading.Thread(target=_warm_once, name="reader-warmup", daemon=True).start()
+        threading.Thread(target=warm, name="reader-warmup", daemon=True).start()
     return False

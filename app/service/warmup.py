@@ -6,8 +6,9 @@ request-body reader's, :mod:`app.core.jsontext`, and the monitors': the scorecar
 :mod:`app.service.scorecards`, and the drift and bound watches',
 :mod:`app.service.drift_watch` and :mod:`app.service.bound_watch`) in a background
 thread as it starts, so neither ``/healthz`` nor any request waits on the compiler;
-``/readyz`` answers 503 until it is done, and the service awaits :meth:`Warmup.wait`
-before it first builds a learner.
+``/readyz`` answers 503 until it is done, bodies are read by the full JSON parser
+meanwhile (numba's dispatchers are not safe to compile from two threads at once), and the
+service awaits :meth:`Warmup.wait` before it first builds a learner.
 
 Compiled kernels live as long as the process, so one warm-up serves every app the process
 builds (tests build many): the first :class:`Warmup` to start runs it, later ones share it.
@@ -63,6 +64,8 @@ def _run(done: Future[dict[str, float]]) -> None:
         log.exception("kernel warm-up failed; kernels compile on first use")
         done.set_exception(e)
         return
+    finally:
+        jsontext.release()
     freeze("warm")  # the compiled kernels live as long as the process
     slowest = max(seconds, key=seconds.__getitem__)
     log.info(
@@ -82,6 +85,7 @@ def _process_warmup() -> Future[dict[str, float]]:
             _shared = Future()
             # running: a cancelled waiter can never cancel it for the others
             _shared.set_running_or_notify_cancel()
+            jsontext.hold()  # no body calls a kernel the warm-up is compiling
             log.info("warming up: compiling the learners' kernels (or loading them from cache)")
             thread = threading.Thread(target=_run, args=(_shared,), name="warmup", daemon=True)
             thread.start()

@@ -492,6 +492,32 @@ def test_before_the_reader_is_compiled_bodies_are_read_in_full(
     assert got is not None and fields(got) == fields(read(body, LEARN))
 
 
+def test_while_a_warm_up_compiles_bodies_are_read_in_full_and_nothing_compiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a worker's warm-up holds the readers (it compiles them among the kernels that
+    read votes from text), every body is read in full, compiled reader or not, and no call
+    starts a compile of its own: two threads calling a kernel numba is compiling race (one
+    reads its signatures while the other adds one)."""
+    fresh = threading.Event()
+    monkeypatch.setattr(jsontext, "_compiled", fresh)
+    body = json.dumps({"instance": {"experts": {"e0": "a"}}, "label": "a"}).encode()
+    started = threading.Thread.start
+    starts: list[str] = []
+    monkeypatch.setattr(threading.Thread, "start", lambda t: (starts.append(t.name), started(t))[1])
+    jsontext.hold()
+    try:
+        assert bodies.read_trial(body, *LEARN[1:]) is None
+        assert starts == [] and not fresh.is_set()  # nothing started compiling
+        jsontext.warm()  # the warm-up's own compile
+        assert fresh.is_set()
+        assert bodies.read_trial(body, *LEARN[1:]) is None  # still held
+    finally:
+        jsontext.release()
+    got = bodies.read_trial(body, *LEARN[1:])
+    assert got is not None and fields(got) == fields(read(body, LEARN))
+
+
 # a stream's learn bodies: plain or not, and pieces of plain ones (a body cut in two)
 learn_bodies = st.lists(
     st.tuples(plain_learn | plain_features | members, st.sampled_from([None, 1])).map(
