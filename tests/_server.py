@@ -17,6 +17,9 @@ __all__ = ["ServerThread", "free_port"]
 START_TIMEOUT = 20.0  # seconds for uvicorn to start listening
 WARM_TIMEOUT = 180.0  # seconds for the process's kernel warm-up (compiling on a cold cache)
 STOP_TIMEOUT = 10.0
+# seconds a stopping server gives requests still in flight (as `committee serve` gives
+# shutdown_timeout): an event stream a page or a test left open ends then
+GRACE = 2
 KEEP_ALIVE = 120  # seconds an idle connection stays open
 
 
@@ -45,6 +48,7 @@ class ServerThread:
             # machine holds the process for seconds: the server closing one idle just as
             # the client reuses it would cut that request
             timeout_keep_alive=KEEP_ALIVE,
+            timeout_graceful_shutdown=GRACE,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

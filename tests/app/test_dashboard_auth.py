@@ -59,9 +59,10 @@ def chrome() -> Iterator[webdriver.Chrome]:
 
 
 @pytest.fixture
-def browser(chrome: webdriver.Chrome) -> Iterator[webdriver.Chrome]:
+def browser(chrome: webdriver.Chrome, server: ServerThread) -> Iterator[webdriver.Chrome]:
     """Chromium in a tab of this test's own: its session storage starts empty even where
-    a service gets a port an earlier test's service had."""
+    a service gets a port an earlier test's service had. The tab closes before the
+    service stops, so that no event stream of the page holds the service's shutdown."""
     first = chrome.current_window_handle
     chrome.switch_to.new_window("tab")
     try:
