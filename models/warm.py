@@ -50,6 +50,7 @@ import numba
 import numpy as np
 from numba.core.caching import FunctionCache
 from numba.core.dispatcher import Dispatcher
+from numba.typed import typedlist
 
 from models.core.instance import Attributes, Experts
 from models.drift import DETECTORS
@@ -326,13 +327,22 @@ def _source_keyed_dir() -> str:
     return ""  # nowhere writable: numba's own default
 
 
+# numba's own kernels that ours call from Python (the typed lists of arrays V-Combine's
+# compiled trial is given): numba does not cache them, so each process would compile
+# them again, over a second on this machine
+NUMBA_OWN: tuple[Dispatcher, ...] = (typedlist._make_list, typedlist._append)
+
+
 def place_cache(*modules: ModuleType) -> str:
     """Put numba's on-disk cache in the directory keyed on the sources of ``models`` (or
     in ``NUMBA_CACHE_DIR``'s), and point at it every cached kernel defined so far in
     ``models`` and in ``modules`` (a kernel finds its cache when it is defined, so those
-    defined before found numba's default); the directory, "" for numba's default."""
+    defined before found numba's default), and numba's own in ``NUMBA_OWN``; the
+    directory, "" for numba's default."""
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return str(numba.config.CACHE_DIR)  # type: ignore[attr-defined]
+        target = str(numba.config.CACHE_DIR)  # type: ignore[attr-defined]
+        _cache_own(target)
+        return target
     target = _source_keyed_dir()
     if not target:
         return ""
@@ -347,7 +357,15 @@ def place_cache(*modules: ModuleType) -> str:
                 and not cache.cache_path.startswith(target)
             ):
                 kernel.enable_caching()
+    _cache_own(target)
     return target
+
+
+def _cache_own(target: str) -> None:
+    for kernel in NUMBA_OWN:
+        cache = getattr(kernel, "_cache", None)
+        if not isinstance(cache, FunctionCache) or not cache.cache_path.startswith(target):
+            kernel.enable_caching()
 
 
 def warm_drift() -> float:

@@ -219,6 +219,38 @@ def test_committee_warm_prints_every_kinds_seconds():
     assert all(float(line.split()[1]) >= 0 for line in lines[1:])
 
 
+# a worker's warm-up in a process of its own: the names of the kernels numba compiled
+# (loading one from the cache is not compiling it)
+COMPILES = """
+from numba.core import event
+from app.service.warmup import warm_worker
+names = []
+class Compiles(event.Listener):
+    def on_start(self, ev):
+        names.append(str(ev.data["dispatcher"].py_func))
+    def on_end(self, ev):
+        pass
+with event.install_listener("numba:compile", Compiles()):
+    warm_worker()
+print(*names, sep="\\n")
+"""
+
+
+def test_a_workers_warm_up_on_a_filled_cache_compiles_nothing():
+    """Every kernel a worker runs comes from the disk cache once one process filled it,
+    numba's own that build the typed lists of V-Combine's compiled trial included (numba
+    does not cache those itself: each worker compiled them again)."""
+    for _ in range(2):  # the first may fill the cache
+        out = subprocess.run(
+            [sys.executable, "-c", COMPILES],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=900,
+        ).stdout
+    assert out.split() == [], out
+
+
 # -- the service: ready only once warm ------------------------------------------------------
 
 
