@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from models.warm import place_cache
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "benchmarks.rst"
 PLOTS = ROOT / "docs" / "_static" / "bench"
@@ -222,6 +224,7 @@ def recorded(
     keep what it prints, and when it ends well write its table (a run of its documented
     command) and its plot (``--plot``); ``information`` and ``targets`` as
     :func:`chosen` takes them."""
+    place_cache()  # the kernels `committee warm` compiled, not numba's default beside them
     png = _take_plot(sys.argv, name)
     full = len(sys.argv) == 1
     helped = any(a in ("-h", "--help") for a in sys.argv[1:])

@@ -25,6 +25,7 @@ from models.registry import build
 from models.voting import presets
 from models.voting.presets import ALPHAS, PS
 from models.voting.vcombine import VCombine
+from models.warm import place_cache
 
 __all__ = [
     "ALMA_PS",
@@ -281,6 +282,7 @@ def run_jobs(
     if workers == 1:
         collect(map(run_job, order))
     else:
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        # each process's kernels from the cache `committee warm` fills (keyed on the sources)
+        with multiprocessing.get_context("spawn").Pool(workers, initializer=place_cache) as pool:
             collect(pool.imap_unordered(run_job, order))
     return sorted(results, key=lambda r: (r.noise, r.run))

@@ -26,10 +26,13 @@ numba keys a cached kernel on its own source file only, so a kernel compiled aga
 another module (one it calls or inlines) would survive a change to that module.
 :func:`place_cache`, which :func:`warm_kernels` calls first, therefore puts the cache in a
 directory named after a hash of every source file of ``models``: any change starts a fresh
-one. ``NUMBA_CACHE_DIR``, which numba reads when it is imported, overrides it (a test or
-benchmark gives a service an empty cache of its own so). Importing ``models`` places
-nothing and reads no file; a process that runs kernels without warming them first uses
-numba's own default cache (beside the sources, or in the user's cache directory).
+one. Within it a kernel's sub-folder is named after its source's folder within the
+project (:class:`CheckoutCacheLocator`), so that another checkout of the same sources
+uses what one compiled. ``NUMBA_CACHE_DIR``, which numba reads when it is imported,
+overrides it (a test or benchmark gives a service an empty cache of its own so).
+Importing ``models`` places nothing and reads no file; a process that runs kernels without
+warming them first uses numba's own default cache (beside the sources, or in the user's
+cache directory).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from typing import Any
 
 import numba
 import numpy as np
-from numba.core.caching import FunctionCache
+from numba.core.caching import CacheImpl, FunctionCache, UserProvidedCacheLocator
 from numba.core.dispatcher import Dispatcher
 from numba.typed import typedlist
 
@@ -327,6 +330,52 @@ def _source_keyed_dir() -> str:
     return ""  # nowhere writable: numba's own default
 
 
+# the folders a cached kernel's source may lie in, each with the prefix its cache
+# sub-folder takes: numba's own package (its typed lists; it may be inside the
+# project's folder, in a virtual environment there), and this project's
+_ROOTS = (
+    (str(Path(numba.__file__).resolve().parent), "numba"),
+    (str(Path(__file__).resolve().parents[1]), "src"),
+)
+
+
+def _subfolder(py_file: str) -> str | None:
+    """The cache sub-folder of a kernel defined in ``py_file``: its folder's path within
+    one of ``_ROOTS``, flattened; None outside them."""
+    folder = os.path.dirname(os.path.realpath(py_file))
+    for root, prefix in _ROOTS:
+        if os.path.commonpath([root, folder]) == root:
+            return f"{prefix}_{os.path.relpath(folder, root).replace(os.sep, '_')}"
+    return None
+
+
+class CheckoutCacheLocator(UserProvidedCacheLocator):
+    """numba's locator for a cache directory of one's own, but for the sub-folder a kernel
+    is kept in: named after its source's folder within the project (or numba), not after
+    the absolute path. Another checkout of the same sources (a fresh clone, CI's) finds
+    the kernels compiled already; numba stamps each cached kernel with a hash of its
+    source file's content, so a file changed in one checkout is compiled again."""
+
+    def __init__(self, py_func: Any, py_file: str) -> None:
+        super().__init__(py_func, py_file)
+        folder = _subfolder(py_file)
+        assert folder is not None  # from_function made sure
+        self._cache_path = os.path.join(numba.config.CACHE_DIR, folder)  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_function(cls, py_func: Any, py_file: str) -> CheckoutCacheLocator | None:
+        if _subfolder(py_file) is None:
+            return None  # elsewhere: numba's own locators
+        return super().from_function(py_func, py_file)
+
+
+# tried in turn for each kernel once the cache is placed: ours, then numba's
+_LOCATORS = ",".join(
+    [f"{__name__}.CheckoutCacheLocator"]
+    + [f"numba.core.caching.{c.__name__}" for c in CacheImpl._locator_classes]
+)
+
+
 # numba's own kernels that ours call from Python (the typed lists of arrays V-Combine's
 # compiled trial is given): numba does not cache them, so each process would compile
 # them again, over a second on this machine
@@ -335,37 +384,41 @@ NUMBA_OWN: tuple[Dispatcher, ...] = (typedlist._make_list, typedlist._append)
 
 def place_cache(*modules: ModuleType) -> str:
     """Put numba's on-disk cache in the directory keyed on the sources of ``models`` (or
-    in ``NUMBA_CACHE_DIR``'s), and point at it every cached kernel defined so far in
-    ``models`` and in ``modules`` (a kernel finds its cache when it is defined, so those
-    defined before found numba's default), and numba's own in ``NUMBA_OWN``; the
-    directory, "" for numba's default."""
+    in ``NUMBA_CACHE_DIR``'s), laid out by :class:`CheckoutCacheLocator`, and point at it
+    every cached kernel defined so far in ``models`` and in ``modules`` (a kernel finds its
+    cache when it is defined, so those defined before found numba's default), and numba's
+    own in ``NUMBA_OWN``; the directory, "" for numba's default."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         target = str(numba.config.CACHE_DIR)  # type: ignore[attr-defined]
-        _cache_own(target)
-        return target
-    target = _source_keyed_dir()
-    if not target:
-        return ""
-    numba.config.CACHE_DIR = target  # type: ignore[attr-defined]
+    else:
+        target = _source_keyed_dir()
+        if not target:
+            return ""
+        numba.config.CACHE_DIR = target  # type: ignore[attr-defined]
+    numba.config.CACHE_LOCATOR_CLASSES = _LOCATORS  # type: ignore[attr-defined]
     ours = [m for name, m in list(sys.modules.items()) if name.startswith("models.")]
-    for module in [*ours, *modules]:
-        for kernel in list(vars(module).values()):
-            cache = getattr(kernel, "_cache", None)
-            if (
-                isinstance(kernel, Dispatcher)
-                and isinstance(cache, FunctionCache)
-                and not cache.cache_path.startswith(target)
-            ):
-                kernel.enable_caching()
-    _cache_own(target)
+    cached = [
+        k
+        for m in [*ours, *modules]
+        for k in list(vars(m).values())
+        if isinstance(k, Dispatcher) and isinstance(getattr(k, "_cache", None), FunctionCache)
+    ]
+    for kernel in [*cached, *NUMBA_OWN]:  # (numba's own are not cached but by us)
+        if not _placed(kernel, target):
+            kernel.enable_caching()
     return target
 
 
-def _cache_own(target: str) -> None:
-    for kernel in NUMBA_OWN:
-        cache = getattr(kernel, "_cache", None)
-        if not isinstance(cache, FunctionCache) or not cache.cache_path.startswith(target):
-            kernel.enable_caching()
+def _placed(kernel: Dispatcher, target: str) -> bool:
+    """Whether ``kernel`` is cached where :class:`CheckoutCacheLocator` puts it in
+    ``target``."""
+    cache = getattr(kernel, "_cache", None)
+    folder = _subfolder(kernel.py_func.__code__.co_filename)
+    return (
+        isinstance(cache, FunctionCache)
+        and folder is not None
+        and cache.cache_path == os.path.join(target, folder)
+    )
 
 
 def warm_drift() -> float:

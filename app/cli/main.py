@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
@@ -10,13 +11,21 @@ from typing import Any
 
 import numpy as np
 
-from app.cli import consume, history, keys, serve
 from app.core import jsontext
-from app.service.warmup import warm_worker
-from experiments import cli as experiments
 from models.inputs.datasets import MajorityProblem
 from models.registry import build
 from models.warm import place_cache
+
+# the commands defined in modules of their own, each imported only when it is the one
+# run: ``serve`` must set up its workers' metrics before anything imports the metrics
+COMMANDS = {
+    "experiment": "experiments.cli",
+    "serve": "app.cli.serve",
+    "keys": "app.cli.keys",
+    "export": "app.cli.history",
+    "import": "app.cli.history",
+    "consume": "app.cli.consume",
+}
 
 DEMO_LEARNERS: dict[str, dict[str, Any]] = {
     "committee": {"kind": "committee", "alpha": 1.2},
@@ -62,6 +71,8 @@ def demo(args: argparse.Namespace) -> int:
 def warm(args: argparse.Namespace) -> int:
     """Compile every kernel a worker runs into numba's on-disk cache; print the time each
     learner kind took."""
+    from app.service.warmup import warm_worker
+
     cache = place_cache(jsontext)
     print(f"numba cache: {cache or 'numba default (beside the sources)'}")
     seconds = warm_worker()
@@ -82,12 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=demo)
     p = sub.add_parser("warm", help="compile the learners' kernels into the on-disk cache")
     p.set_defaults(func=warm)
-    experiments.add_parser(sub)
-    serve.add_parser(sub)
-    keys.add_parser(sub)
-    history.add_parser(sub)
-    consume.add_parser(sub)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    named = next((a for a in argv if not a.startswith("-")), "")
+    modules = [COMMANDS[named]] if named in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for module in modules:
+        importlib.import_module(module).add_parser(sub)
     args = parser.parse_args(argv)
+    # every command's kernels from the cache `committee warm` fills (keyed on the sources)
+    place_cache(jsontext)
     return int(args.func(args))
 
 

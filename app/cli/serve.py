@@ -11,18 +11,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
+import importlib
 import json
 import logging
+import multiprocessing
 import os
 import signal
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
+import uvicorn._subprocess as uvicorn_subprocess
 from pydantic import ValidationError
 
 from app.core.logs import dump_stacks_on_sigusr1, log_config, log_format
@@ -126,6 +132,8 @@ def serve(args: argparse.Namespace) -> int:
             # request metrics of all workers, summed at each scrape
             metrics_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="metrics-"))
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+        if settings.workers > 1:
+            stack.enter_context(_warm_workers())
         try:
             uvicorn.run(
                 APP_FACTORY,
@@ -149,6 +157,54 @@ def serve(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             return 128 + signal.SIGINT
     return 0
+
+
+@contextlib.contextmanager
+def _warm_workers() -> Iterator[None]:
+    """Make this process the one uvicorn's workers start from, while in the block: import
+    the app and warm the kernels here, and have uvicorn fork its workers instead of
+    starting fresh interpreters. A worker (a replacement for one that died included) then
+    starts with the kernels loaded, shared copy-on-write, instead of importing the app and
+    loading or compiling them again, several seconds of CPU each."""
+    from prometheus_client import values
+
+    if values.ValueClass is values.MutexValue or threading.active_count() > 1:
+        # metrics of this process's own (prometheus_client imported before the workers'
+        # shared directory was set), or threads, whose locks a fork would leave held
+        log.warning("workers start from fresh interpreters: this process cannot fork them")
+        yield
+        return
+    from app.service.warmup import warm_here
+
+    importlib.import_module(APP_FACTORY.partition(":")[0])
+    warm_here()
+    global _forking
+    spawn = uvicorn_subprocess.spawn
+    uvicorn_subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
+    _forking = True
+    try:
+        yield
+    finally:
+        _forking = False
+        uvicorn_subprocess.spawn = spawn
+
+
+_forking = False  # whether a fork is one of uvicorn's workers (see _warm_workers)
+
+
+def _default_signals() -> None:
+    # a worker stops as a fresh one would until its server takes the signals over (the
+    # parent's handlers are uvicorn's supervisor's, which only queue them for its loop)
+    if not _forking:
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    faulthandler.unregister(signal.SIGUSR1)  # it would think its handler still in place
+    dump_stacks_on_sigusr1()
+
+
+os.register_at_fork(after_in_child=_default_signals)
 
 
 def _unguarded(settings: Settings) -> str:

@@ -27,8 +27,18 @@ __all__ = ["CONTENT_TYPE", "WORKER", "RequestMetrics", "render"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: this worker process's name for its answers (``X-Committee-Worker``), random per process:
 #: which worker answered, for an operator following a request (and for the tests)
-WORKER = secrets.token_hex(4)
-_WORKER_HEADER = (b"x-committee-worker", WORKER.encode())
+WORKER = ""
+_WORKER_HEADER = (b"x-committee-worker", b"")
+
+
+def _name_this_process() -> None:
+    global WORKER, _WORKER_HEADER
+    WORKER = secrets.token_hex(4)
+    _WORKER_HEADER = (b"x-committee-worker", WORKER.encode())
+
+
+_name_this_process()
+os.register_at_fork(after_in_child=_name_this_process)  # a forked worker is another
 
 REQUESTS = Histogram(
     "committee_request_duration_seconds",

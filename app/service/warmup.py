@@ -30,7 +30,7 @@ from app.core.collector import freeze
 from app.service import bound_watch, drift_watch, scorecards
 from models.warm import place_cache, warm_kernels
 
-__all__ = ["Warmup", "warm_worker"]
+__all__ = ["Warmup", "warm_here", "warm_worker"]
 
 log = logging.getLogger("committee.warm")
 
@@ -77,19 +77,37 @@ def _run(done: Future[dict[str, float]]) -> None:
     done.set_result(seconds)
 
 
-def _process_warmup() -> Future[dict[str, float]]:
-    """This process's one warm-up, started by the first caller."""
+def _begin() -> tuple[Future[dict[str, float]], bool]:
+    """This process's one warm-up, and whether the caller is the first, which must run it."""
     global _shared
     with _lock:
-        if _shared is None:
-            _shared = Future()
-            # running: a cancelled waiter can never cancel it for the others
-            _shared.set_running_or_notify_cancel()
-            jsontext.hold()  # no body calls a kernel the warm-up is compiling
-            log.info("warming up: compiling the learners' kernels (or loading them from cache)")
-            thread = threading.Thread(target=_run, args=(_shared,), name="warmup", daemon=True)
-            thread.start()
-        return _shared
+        if _shared is not None:
+            return _shared, False
+        _shared = Future()
+        # running: a cancelled waiter can never cancel it for the others
+        _shared.set_running_or_notify_cancel()
+        jsontext.hold()  # no body calls a kernel the warm-up is compiling
+        log.info("warming up: compiling the learners' kernels (or loading them from cache)")
+        return _shared, True
+
+
+def _process_warmup() -> Future[dict[str, float]]:
+    """This process's one warm-up, started in a thread by the first caller."""
+    done, first = _begin()
+    if first:
+        threading.Thread(target=_run, args=(done,), name="warmup", daemon=True).start()
+    return done
+
+
+def warm_here() -> None:
+    """Run this process's warm-up in the calling thread and return once it is over, failed
+    included (a server's parent process, before it forks its workers: they start warm, and
+    no thread of its runs at the fork)."""
+    done, first = _begin()
+    if first:
+        _run(done)
+    with contextlib.suppress(Exception):  # a failure is logged; kernels compile lazily
+        done.result()
 
 
 class Warmup:

@@ -6,6 +6,7 @@ reply)."""
 from __future__ import annotations
 
 import itertools
+import os
 import secrets
 import time
 from typing import Any
@@ -55,8 +56,18 @@ EARLIER = "Idempotency-Key was used with a model of this name that has been dele
 # version; a script finds out so that the log at that version is no longer what the
 # worker applied (a failover lost entries, and others took their places) and asks the
 # worker to reload instead of going on diverged.
-_STAMP_PREFIX = secrets.token_hex(6)
+_STAMP_PREFIX = ""
 _stamps = itertools.count()
+
+
+def _stamp_this_process() -> None:
+    global _STAMP_PREFIX, _stamps
+    _STAMP_PREFIX = secrets.token_hex(6)
+    _stamps = itertools.count()
+
+
+_stamp_this_process()
+os.register_at_fork(after_in_child=_stamp_this_process)  # a forked worker is another
 
 
 def new_stamp() -> str:

@@ -176,15 +176,19 @@ class Service:
             self.process.wait()
 
     def worker_pids(self) -> list[int]:
-        """The uvicorn worker processes: children of the serve process started by
-        multiprocessing's spawn (not its resource tracker, not a private Redis)."""
+        """The uvicorn worker processes: children of the serve process forked from it (or
+        started by multiprocessing's spawn), not a private Redis."""
         out = []
+        try:
+            serve = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+        except OSError:
+            return []
         for pid in children(self.pid):
             try:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"spawn_main" in cmdline:
+            if cmdline == serve or b"spawn_main" in cmdline:
                 out.append(pid)
         return sorted(out)
 

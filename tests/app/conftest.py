@@ -10,15 +10,17 @@ import pytest
 from _server import ServerThread
 
 from app.core.settings import Settings
-from models.warm import warm_kernels
+from app.service.warmup import warm_here
 
 
 @pytest.fixture(scope="session", autouse=True)
 def kernels_compiled() -> None:
-    """Every kernel compiled once, into numba's disk cache, before the first test here:
-    the services these tests start (in threads or in processes of their own) then load
-    them at once instead of each compiling them while a test waits for it."""
-    warm_kernels()
+    """This process's warm-up, run before the first test here as a server's parent runs
+    it before it forks its workers: every kernel compiled once into numba's disk cache,
+    so the services these tests start in processes of their own load them at once; and
+    the apps built in this process find it done, so no warm-up thread compiles a kernel
+    while a test calls it from another (numba's dispatchers are not safe for that)."""
+    warm_here()
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ dashboard summary, and a state export read back by a fresh worker.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -249,6 +250,35 @@ def test_a_workers_warm_up_on_a_filled_cache_compiles_nothing():
             timeout=900,
         ).stdout
     assert out.split() == [], out
+
+
+def test_another_checkout_of_the_same_sources_compiles_nothing(tmp_path: Path):
+    """A fresh clone elsewhere (CI's, a second working copy) loads what this checkout's
+    warm-up put in the cache: the cache is keyed on the sources' content and their folders
+    within the project, not on where the checkout lies."""
+    here = Path(__file__).resolve().parents[2]
+    copy = tmp_path / "checkout"
+    skip = shutil.ignore_patterns("__pycache__")
+    for package in ("models", "app", "storage"):
+        shutil.copytree(here / package, copy / package, ignore=skip)
+    runs = []
+    for cwd in (here, copy):  # the first may fill the cache
+        env = {**os.environ, "PYTHONPATH": str(cwd)}
+        script = f"import models; print(models.__file__)\n{COMPILES}"
+        runs.append(
+            subprocess.run(
+                [sys.executable, "-c", script],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=900,
+                cwd=cwd,
+                env=env,
+            ).stdout.split()
+        )
+    source, *compiled = runs[1]
+    assert Path(source).is_relative_to(copy), source
+    assert compiled == [], compiled
 
 
 # -- the service: ready only once warm ------------------------------------------------------
