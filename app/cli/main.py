@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from app.core import jsontext
+from app.service.warmup import warm_worker
 from models.inputs.datasets import MajorityProblem
 from models.registry import build
 from models.warm import place_cache
@@ -71,8 +72,6 @@ def demo(args: argparse.Namespace) -> int:
 def warm(args: argparse.Namespace) -> int:
     """Compile every kernel a worker runs into numba's on-disk cache; print the time each
     learner kind took."""
-    from app.service.warmup import warm_worker
-
     cache = place_cache(jsontext)
     print(f"numba cache: {cache or 'numba default (beside the sources)'}")
     seconds = warm_worker()

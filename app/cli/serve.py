@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from app.core.logs import dump_stacks_on_sigusr1, log_config, log_format
 from app.core.settings import Settings
+from app.service.warmup import warm_here
 from storage.auth import AuthStore
 from storage.client import close, connect
 from storage.errors import StorageError, Unavailable
@@ -166,16 +167,13 @@ def _warm_workers() -> Iterator[None]:
     starting fresh interpreters. A worker (a replacement for one that died included) then
     starts with the kernels loaded, shared copy-on-write, instead of importing the app and
     loading or compiling them again, several seconds of CPU each."""
-    from prometheus_client import values
-
-    if values.ValueClass is values.MutexValue or threading.active_count() > 1:
-        # metrics of this process's own (prometheus_client imported before the workers'
-        # shared directory was set), or threads, whose locks a fork would leave held
+    # metrics of this process's own (prometheus_client imported before the workers'
+    # directory was set: a test's process), or threads, whose locks a fork leaves held
+    values = sys.modules.get("prometheus_client.values")
+    if (values and values.ValueClass is values.MutexValue) or threading.active_count() > 1:
         log.warning("workers start from fresh interpreters: this process cannot fork them")
         yield
         return
-    from app.service.warmup import warm_here
-
     importlib.import_module(APP_FACTORY.partition(":")[0])
     warm_here()
     global _forking

@@ -238,6 +238,12 @@ def test_failing_classifiers_abstain_and_no_trial_is_lost(
                 assert r.status_code == 200, r.text
                 return r.json()
 
+            # the live classifier answers within the deadline before the load starts (on a
+            # loaded machine its first calls may not)
+            alive = [predict(200)]
+            while "lr" in alive[-1]["abstained"]:
+                assert len(alive) < 100, alive[-1]
+                alive.append(predict(200 + len(alive)))
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 first = list(pool.map(predict, range(40)))
                 own.kill()  # mid-load: the requests after it are answered all the same
@@ -245,16 +251,17 @@ def test_failing_classifiers_abstain_and_no_trial_is_lost(
             assert all(
                 "slow" in r["abstained"] and "garbage" in r["abstained"] for r in first + later
             )
-            assert any("lr" not in r["abstained"] for r in first)
             assert all("lr" in r["abstained"] for r in later[8:])
-            for i, r in enumerate(first + later):  # no trial lost: each takes its label
+            answered = [*alive, *first, *later]
+            for r in answered:  # no trial lost: each takes its label (trial i is t{i})
+                i = int(r["trial_id"][1:])
                 got = c.post(
                     f"/v1/models/{name}/label",
                     json={"trial_id": r["trial_id"], "label": LABELS[Y[i % 150]]},
                 )
                 assert got.status_code == 200, got.text
             stats = c.get(f"/v1/models/{name}/stats").json()
-            assert stats["labelled"] == 80 and stats["pending"] == 0
+            assert stats["labelled"] == len(answered) and stats["pending"] == 0
 
             text = c.get("/metrics").text
             garbage = f"{json_server.url}/score/garbage"
