@@ -134,7 +134,7 @@ def serve(args: argparse.Namespace) -> int:
             metrics_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="metrics-"))
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         if settings.workers > 1:
-            stack.enter_context(_warm_workers())
+            stack.enter_context(_warm_workers(settings.warmup))
         try:
             uvicorn.run(
                 APP_FACTORY,
@@ -161,12 +161,13 @@ def serve(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _warm_workers() -> Iterator[None]:
+def _warm_workers(warm: bool) -> Iterator[None]:
     """Make this process the one uvicorn's workers start from, while in the block: import
-    the app and warm the kernels here, and have uvicorn fork its workers instead of
-    starting fresh interpreters. A worker (a replacement for one that died included) then
-    starts with the kernels loaded, shared copy-on-write, instead of importing the app and
-    loading or compiling them again, several seconds of CPU each."""
+    the app and, with ``warm`` (the ``warmup`` setting), warm the kernels here; and have
+    uvicorn fork its workers instead of starting fresh interpreters. A worker (a
+    replacement for one that died included) then starts with the kernels loaded, shared
+    copy-on-write, instead of importing the app and loading or compiling them again,
+    several seconds of CPU each."""
     # metrics of this process's own (prometheus_client imported before the workers'
     # directory was set: a test's process), or threads, whose locks a fork leaves held
     values = sys.modules.get("prometheus_client.values")
@@ -175,7 +176,8 @@ def _warm_workers() -> Iterator[None]:
         yield
         return
     importlib.import_module(APP_FACTORY.partition(":")[0])
-    warm_here()
+    if warm:
+        warm_here()
     global _forking
     spawn = uvicorn_subprocess.spawn
     uvicorn_subprocess.spawn = multiprocessing.get_context("fork")  # type: ignore[assignment]
