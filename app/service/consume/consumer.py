@@ -103,8 +103,16 @@ class KeyAccess:
 
     async def start(self) -> None:
         """Read the key table and find the key; :class:`AccessRefused` when auth is on
-        and the key is missing, unknown or not a write key."""
+        and the key is missing, unknown or not a write key. A refused start stops the
+        key table's watch it began: nothing of it is left running."""
         await self.auth.start()
+        try:
+            await self._find_key()
+        except BaseException:
+            await self.auth.close()
+            raise
+
+    async def _find_key(self) -> None:
         ring = self.auth.keyring
         async with asyncio.timeout(KEYS_WAIT):
             while not ring.ready:
