@@ -1,7 +1,7 @@
 """Fan-out: predicts whose votes the service fetches from three v2 endpoints, against
 the same endpoints called directly by the load generator, in the same run.
 
-A real MLServer (``.venv-mlserver``, see ``tests/harness/mlserver.py``) serves three
+A real MLServer (its own environment, see ``tests/harness/mlserver.py``) serves three
 scikit-learn classifiers of the iris data. Two closed loops of ``--clients`` clients each
 run for ``--seconds``:
 

@@ -2,8 +2,9 @@
 scikit-learn models over the Open Inference Protocol (v2), and a plain JSON server.
 
 MLServer 1.7 pins FastAPI below the service's, so it lives in a virtual environment of
-its own, ``.venv-mlserver/`` at the repository's root, made once (``./run test`` makes
-it; :func:`mlserver_bin` makes it when missing) and reused. The models are written as
+its own in the user's cache directory (``committee-mlserver-<version>-py<X.Y>``, see
+:data:`VENV`), made once for every checkout (``./run test`` makes it by running this
+file; :func:`mlserver_bin` makes it when missing) and reused. The models are written as
 MLServer's own format (a joblib file and ``model-settings.json`` each) to a directory
 the caller gives, and the server runs in a session of its own on free loopback ports,
 until :meth:`MLServer.stop` (or :meth:`MLServer.kill`).
@@ -35,10 +36,13 @@ import httpx
 import joblib
 import uvicorn
 
-ROOT = Path(__file__).resolve().parents[2]
-VENV = ROOT / ".venv-mlserver"
 MLSERVER = "mlserver==1.7.1"
 MLSERVER_SKLEARN = "mlserver-sklearn==1.7.1"
+# a pinned tool's environment, as a package cache keeps it: keyed on its version and
+# the Python it runs on, shared by every checkout
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+PYTHON = "{}.{}".format(*sys.version_info)
+VENV = CACHE / f"committee-{MLSERVER.replace('==', '-')}-py{PYTHON}"
 START_TIMEOUT = 120.0
 
 
@@ -49,15 +53,18 @@ def free_port() -> int:
 
 
 def mlserver_bin() -> Path:
-    """The ``mlserver`` command of ``.venv-mlserver``, the environment made first when
-    missing (once, under a lock, whichever test process asks first)."""
+    """The ``mlserver`` command of :data:`VENV`, the environment made first when missing
+    (once, under a lock, whichever process asks first). A half-made one (an install
+    killed midway) has no ``mlserver`` yet and is made again."""
     exe = VENV / "bin" / "mlserver"
     if exe.exists():
         return exe
-    with open(ROOT / ".venv-mlserver.lock", "w") as lock:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(f"{VENV}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not exe.exists():
-            subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+            print(f"installing {MLSERVER} into {VENV}...", file=sys.stderr)
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
             subprocess.run(
                 [str(VENV / "bin" / "pip"), "install", "-q", MLSERVER, MLSERVER_SKLEARN],
                 check=True,
@@ -258,3 +265,7 @@ class JsonServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+if __name__ == "__main__":  # ./run test: make the environment before the tests need it
+    print(mlserver_bin())
