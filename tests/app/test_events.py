@@ -229,6 +229,26 @@ def test_a_client_at_the_head_gets_nothing_but_keep_alives(quiet_url: str) -> No
         assert got[0].kind == "progress" and got[0].id == last
 
 
+def test_a_stream_ends_when_its_lifetime_is_over_not_at_its_next_read(
+    api_settings: Settings, server_thread: Any
+) -> None:
+    """``events_max_seconds`` ends a stream on time, however long its interval."""
+    name = f"ev-{uuid.uuid4().hex[:12]}"
+    update = {"key_prefix": f"t-{uuid.uuid4().hex[:12]}", "events_max_seconds": 0.5}
+    with (
+        server_thread(api_settings.model_copy(update=update)) as server,
+        httpx.Client(base_url=server.url, timeout=60) as c,
+    ):
+        assert c.post("/v1/models", json=_model(name)).status_code == 201
+        start = time.monotonic()
+        got = read_until(c, name, lambda got: False, every=20_000)
+        took = time.monotonic() - start
+    assert [e.kind for e in got] == ["progress", "end"]
+    assert got[-1].data == {"reason": "lifetime", "detail": "0.5 s (events_max_seconds)"}
+    # not 20 s: the interval's wait is cut short by the stream's end
+    assert 0.5 <= took < 10, took
+
+
 def test_positions_beyond_the_log_or_malformed_are_refused_by_name(client: httpx.Client) -> None:
     name = f"ev-{uuid.uuid4().hex[:12]}"
     assert client.post("/v1/models", json=_model(name)).status_code == 201

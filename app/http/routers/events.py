@@ -206,7 +206,9 @@ def _events(service: ModelService, auth: Auth, request: Request, feed: Feed, eve
             if now - started >= s.events_max_seconds:
                 yield _end("lifetime", f"{s.events_max_seconds:g} s (events_max_seconds)")
                 return
-            await _until(gone, stop, max(0.0, min(due, quiet + s.events_heartbeat) - now))
+            # the next read, keep-alive or the stream's end, whichever comes first
+            wake = min(due, quiet + s.events_heartbeat, started + s.events_max_seconds)
+            await _until(gone, stop, max(0.0, wake - now))
 
     return source
 
