@@ -250,7 +250,9 @@ def check_model(
     kinds = Counter(rep.kinds.values())
     assert counters["labelled"] == kinds["label"] and counters["learned"] == kinds["learn"]
     got = [counters[k] for k in ("mistakes", "updates", "quarantined")]
-    assert got == [rep.mistakes, rep.updates, 0], f"{name}: counters {counters}"
+    assert got == [rep.mistakes, rep.updates, 0], (
+        f"{name}: counters {counters}; the replay: {rep.mistakes} mistakes, {rep.updates} updates"
+    )
 
     labels = {s.body["trial_id"]: s for s in load.of(name, "label") if s.status == 200}
     for t, seqs in rep.trial_seq.items():
