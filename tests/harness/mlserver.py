@@ -54,21 +54,22 @@ def free_port() -> int:
 
 def mlserver_bin() -> Path:
     """The ``mlserver`` command of :data:`VENV`, the environment made first when missing
-    (once, under a lock, whichever process asks first). A half-made one (an install
-    killed midway) has no ``mlserver`` yet and is made again."""
-    exe = VENV / "bin" / "mlserver"
-    if exe.exists():
+    (once, under a lock, whichever process asks first). One whose install did not finish
+    (killed midway) has no mark of it and is made again."""
+    exe, done = VENV / "bin" / "mlserver", VENV / ".installed"
+    if done.exists():
         return exe
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(f"{VENV}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not exe.exists():
+        if not done.exists():
             print(f"installing {MLSERVER} into {VENV}...", file=sys.stderr)
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
             subprocess.run(
                 [str(VENV / "bin" / "pip"), "install", "-q", MLSERVER, MLSERVER_SKLEARN],
                 check=True,
             )
+            done.touch()
     return exe
 
 
