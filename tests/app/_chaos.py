@@ -16,13 +16,21 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 import orjson
 import redis
-from _procs import assert_same_state, majority_payloads, replay, wait_folded, wait_ready
+from _procs import (
+    Replay,
+    assert_same_state,
+    majority_payloads,
+    replay,
+    wait_folded,
+    wait_ready,
+)
 
 from storage.client import close, connect
 from storage.codec import encode_instance
@@ -133,6 +141,8 @@ class Load:
 
 FIXED = frozenset(("meta", "log", "snapshot", "pending", "trials", "curve", "window", "summary"))
 CLOSE = {"Connection": "close"}  # a new connection per request: any worker may answer
+# a labelled trial as the scripts keep it: '<p>:<v>:<d>:<y>:<q>:<u>:...'
+TRIAL = re.compile(rb"(?P<p>\d+):\d*:\d+:\d*:(?P<q>\d*):(?P<u>\d?):")
 
 
 def text(v: Any) -> str:
@@ -159,8 +169,11 @@ class Retrying(httpx.HTTPTransport):
         return got
 
 
-def check_service(url: str, redis_url: str, prefix: str, load: Load) -> None:
-    """Every invariant, once the load has stopped: answers, logs, states, listing, keys."""
+def check_service(
+    url: str, redis_url: str, prefix: str, load: Load, log: Path | None = None
+) -> None:
+    """Every invariant, once the load has stopped: answers, logs, states, listing, keys
+    (``log``: the service's, whose warnings a failure shows)."""
     seen = sorted(Counter((s.op, s.status) for s in load.sent).items())
     assert load.unexpected == [], (load.unexpected[:10], seen, load.retries)
     assert all(s.status for s in load.sent)
@@ -176,7 +189,7 @@ def check_service(url: str, redis_url: str, prefix: str, load: Load) -> None:
         assert r.zcard(unsettled) == 0
         names = check_listing(c, r, prefix, load)
         for name in set(names) & {*load.kept, *load.churned}:  # others: scenarios before
-            check_model(c, r, redis_url, prefix, name, load)
+            check_model(c, r, redis_url, prefix, name, load, log)
         for name in names:  # no model is left broken
             x, y = next(load.data)
             p = c.post(f"/v1/models/{name}/predict", json={"instance": x})
@@ -220,7 +233,13 @@ def made_at(r: redis.Redis, prefix: str, name: str, inc: bytes, load: Load) -> t
 
 
 def check_model(
-    c: httpx.Client, r: redis.Redis, redis_url: str, prefix: str, name: str, load: Load
+    c: httpx.Client,
+    r: redis.Redis,
+    redis_url: str,
+    prefix: str,
+    name: str,
+    load: Load,
+    log: Path | None = None,
 ) -> None:
     """The log replays to the state every worker serves and the counters it reports; every
     acknowledged label and learn of this incarnation is in it once, as answered. What was
@@ -251,7 +270,9 @@ def check_model(
     assert counters["labelled"] == kinds["label"] and counters["learned"] == kinds["learn"]
     got = [counters[k] for k in ("mistakes", "updates", "quarantined")]
     assert got == [rep.mistakes, rep.updates, 0], (
-        f"{name}: counters {counters}; the replay: {rep.mistakes} mistakes, {rep.updates} updates"
+        f"{name}: counters {counters}; the replay: {rep.mistakes} mistakes, {rep.updates} "
+        f"updates; outcomes folded otherwise: {misfolded(r, keys, inc, rep, load)}; "
+        f"the service's warnings: {warnings(log)}"
     )
 
     labels = {s.body["trial_id"]: s for s in load.of(name, "label") if s.status == 200}
@@ -292,6 +313,37 @@ def check_model(
             covered.add(seq)
     twice = sorted(seq for seq, k in rep.kinds.items() if k == "learn" and seq not in covered)
     assert twice == [], f"{name}: learn entries no acknowledged request accounts for: {twice[:10]}"
+
+
+def misfolded(r: redis.Redis, keys: Keys, inc: Any, rep: Replay, load: Load) -> list[str]:
+    """The log entries whose outcome, as folded into a trial or an idempotency record,
+    is not the replay's: 'seq kind folded p:u, replayed p:u'."""
+    folded: dict[int, str] = {}
+    for s in load.sent:
+        if s.key and s.op.startswith("learn"):
+            rec = r.hgetall(keys.idem(s.key))
+            for field, v in rec.items() if rec.get(b"inc") == inc else ():
+                if field.startswith(b"o") and field[1:].isdigit():
+                    folded[int(field[1:])] = text(v)
+    for t, seqs in rep.trial_seq.items():
+        got = TRIAL.match(r.get(keys.trial(text(inc), t)) or b"")
+        if got and got["q"] == str(seqs[0]).encode() and got["u"]:
+            folded[seqs[0]] = f"{text(got['p'])}:{text(got['u'])}"
+    out = []
+    for seq, got in sorted(folded.items()):
+        want = f"{rep.predicted[seq]}:{int(rep.updated[seq])}"
+        if got != want:
+            out.append(f"{seq} {rep.kinds[seq]} folded {got}, replayed {want}")
+    return out
+
+
+def warnings(log: Path | None) -> list[str]:
+    """The service's log lines of level warning or above (the last 40)."""
+    if log is None or not log.exists():
+        return []
+    lines = log.read_text(errors="replace").splitlines()
+    pattern = re.compile(r"WARNING|ERROR|Traceback|\"level\": ?\"(warning|error|critical)\"")
+    return [line[:400] for line in lines if pattern.search(line)][-40:]
 
 
 def judged(p: Any, y: Any, updated: bool) -> dict[str, Any]:

@@ -190,7 +190,7 @@ def test_delete_and_create_race_trials_on_other_workers(rig: tuple[ProxiedRedis,
     assert {True, False} <= {exists for _, exists in seen}  # it saw the model come and go
     assert set(codes) <= {200, 404}, sorted(set(codes))
     assert {s.status for s in load.sent if s.op == "delete"} >= {204}
-    check_service(svc.url, db.direct_url, PREFIX, load)
+    check_service(svc.url, db.direct_url, PREFIX, load, svc.log_path)
 
 
 @pytest.mark.slow
@@ -217,7 +217,7 @@ def test_sigkill_of_workers_and_of_redis_at_random_points(
     assert len(killed) == 9
     wait_workers(svc)
     assert sum(load.retries.values()) > 0
-    check_service(svc.url, db.direct_url, PREFIX, load)
+    check_service(svc.url, db.direct_url, PREFIX, load, svc.log_path)
 
 
 def test_a_redis_restart_mid_load(rig: tuple[ProxiedRedis, Service]) -> None:
@@ -231,7 +231,7 @@ def test_a_redis_restart_mid_load(rig: tuple[ProxiedRedis, Service]) -> None:
 
     asyncio.run(Clients(load).run(churners=1, rounds=3, faults=restart()))
     assert load.retries["503"] > 0
-    check_service(svc.url, db.direct_url, PREFIX, load)
+    check_service(svc.url, db.direct_url, PREFIX, load, svc.log_path)
 
 
 @pytest.mark.slow
@@ -255,7 +255,7 @@ def test_a_proxy_that_delays_drops_and_half_closes(rig: tuple[ProxiedRedis, Serv
     asyncio.run(Clients(load).run(churners=1, rounds=4, faults=faults()))
     assert {"delayed", "dropped", "stalled"} <= set(proxy.events), proxy.events
     assert load.retries["503"] > 0
-    check_service(svc.url, db.direct_url, PREFIX, load)
+    check_service(svc.url, db.direct_url, PREFIX, load, svc.log_path)
     # a key used again with another body is refused, and changes nothing
     first = next(s for s in load.of("proxy-k0", "learn") if s.status == 200)
     other = {**first.body, "label": (first.body["label"] + 1) % 5}
