@@ -14,7 +14,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -41,11 +41,12 @@ from storage.codec import (
     fold_id,
     held_or_decoded,
 )
-from storage.errors import CorruptData
+from storage.errors import CorruptData, StorageError
 from storage.repository import LogGap, RawEntry, Saved, Sync, with_space
 
 __all__ = [
     "Applied",
+    "CopyFailed",
     "Kept",
     "LiveModel",
     "LogRange",
@@ -232,6 +233,13 @@ class StateReplaced(LogGap):
     """The log says the state was replaced (an import): reload from the snapshot."""
 
 
+class CopyFailed(StateReplaced):
+    """Replaying the log raised part-way through an entry (a fault of this worker, not of
+    the entry, which :meth:`LiveModel._quarantine` would skip alike everywhere): the copy
+    may hold a change its version does not count. It is never used again; the model is
+    loaded anew."""
+
+
 def _active(x: Attributes | Experts) -> int:
     """The non-zero values of an instance."""
     return len(x.indices if isinstance(x, Attributes) else x.expert)
@@ -357,6 +365,9 @@ class LiveModel:
         self.summary_version, self.summary_at = -1, 0.0
         self.used = 0  # when this worker last used the model (see Replicas.live)
         self.quarantined = 0  # log entries this worker could not replay and skipped
+        # set when a replay raised part-way (CopyFailed): nothing is applied, folded or
+        # snapshotted from this copy again
+        self.broken = False
         # cleared while a thread reads the learner (a snapshot): nothing may change it then
         self.unfrozen = asyncio.Event()
         self.unfrozen.set()
@@ -472,10 +483,33 @@ class LiveModel:
 
     # -- the log ----------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _replaying(self) -> Iterator[None]:
+        """Around every change the log makes to this copy: one that raises anything but
+        what the replay raises on purpose (a gap, a replaced state, what Redis returned)
+        leaves the copy :attr:`broken`, and raises :class:`CopyFailed`."""
+        if self.broken:
+            raise CopyFailed(f"model {self.name!r}: this copy failed before; load it anew")
+        try:
+            yield
+        except StorageError:  # LogGap, StateReplaced, CorruptData: raised before a change
+            raise
+        except Exception as e:
+            self.broken = True
+            log.exception("model %s: replaying the log after %d failed", self.name, self.version)
+            raise CopyFailed(
+                f"model {self.name!r}: replaying the log after version {self.version} "
+                f"failed ({e!r}); load it anew"
+            ) from e
+
     def apply(self, entries: Iterable[RawEntry], known: Known | None = None) -> None:
         """Replay log entries in order, skipping those already applied. The entries up to
         the next change of the input are decoded together, against the input as it is;
         an instance ``known`` holds (see :class:`Kept`) is taken from it instead."""
+        with self._replaying():
+            self._apply(entries, known)
+
+    def _apply(self, entries: Iterable[RawEntry], known: Known | None) -> None:
         entries = entries if isinstance(entries, list) else list(entries)
         decoded: dict[int, LogEntry | CorruptData] = {}
         for at, (entry_id, fields) in enumerate(entries):
@@ -632,6 +666,16 @@ class LiveModel:
         idempotency key they were appended under, if any (see
         :func:`storage.codec.fold_id`), or one such key per entry; ``stamp`` the stamp of
         the call that did."""
+        with self._replaying():
+            self._apply_own(first, items, key, stamp)
+
+    def _apply_own(
+        self,
+        first: int,
+        items: Iterable[tuple[Attributes | Experts, int]],
+        key: str | Sequence[str],
+        stamp: str,
+    ) -> None:
         todo = list(items)
         keys = itertools.repeat(key, len(todo)) if isinstance(key, str) else key
         tags = [fold_id(k) for k in keys]
@@ -681,6 +725,16 @@ class LiveModel:
         the entry keeps it, its class, the prediction served and the trial id. Each is
         decoded (or taken from ``known``) and checked as :meth:`apply` does an entry of
         the log, and what fails is quarantined as every worker reading the entry does."""
+        with self._replaying():
+            self._apply_labels(first, items, stamp, known)
+
+    def _apply_labels(
+        self,
+        first: int,
+        items: Sequence[tuple[bytes, int, int, str]],
+        stamp: str,
+        known: Known | None,
+    ) -> None:
         first, todo = self._unapplied(first, items)
         xs = held_or_decoded([data for data, _, _, _ in todo], self.size, self.k, known)
         top = self.k - 1
@@ -805,9 +859,10 @@ class LiveModel:
         sent, never before an await. When Redis ignores a payload all the same (a call
         before it failed, or a cluster's redirect sent it again later), the reply says so
         and the next call sends again from the first unfolded; outcomes still
-        unacknowledged a second after being sent are sent again from there too.
+        unacknowledged a second after being sent are sent again from there too. A
+        :attr:`broken` copy reports nothing: the copy loaded in its place replays them.
         """
-        if not self.unfolded:
+        if not self.unfolded or self.broken:
             return b""
         now = time.monotonic()
         again = not (self.fold_sent > self.folded and now - self.fold_sent_at < RESEND)

@@ -177,7 +177,7 @@ class Replicas:
         labels: OwnLabels | None = None,
     ) -> LiveModel:
         """Replay the log up to ``sync.version``; returns the model to use from now on
-        (a reloaded one if the state was replaced meanwhile). ``own`` are runs of learn
+        (a reloaded one if the state was replaced meanwhile, or the replay failed here). ``own`` are runs of learn
         entries this worker appended, applied from memory: (first seq, [(instance,
         class)], idempotency key or ""); ``labels`` the label entries it appended, from
         what the script answered: (first seq, [(instance as stored, class, prediction
@@ -297,12 +297,14 @@ class Replicas:
     def snapshot_due(self, m: LiveModel, first: int, last: int) -> None:
         """Snapshot when this worker appended the trial that completes an interval."""
         every = m.snapshot_every
-        if (first - 1) // every != last // every:
+        if (first - 1) // every != last // every and not m.broken:
             self.spawn(self._snapshot(m))
 
     async def _snapshot(self, m: LiveModel) -> None:
         try:
             async with m.frozen():  # exported off the event loop, unchanged meanwhile
+                if m.broken:  # its state is not the one its version names
+                    return
                 version, stamp = m.version, m.stamp
                 state, space = await asyncio.to_thread(m.kept_state), m.space_doc()
             # made as it is sent: Redis folds outcomes in order, and would ignore those
