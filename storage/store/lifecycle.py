@@ -95,6 +95,13 @@ class Lifecycle:
         c = self.calls
         k, r = c.keys(name), c.registry
         fixed = [*k.all_fixed(), k.idem(idem.key) if idem else k.meta]
+        if idem is not None:  # a retry of a delete that was done touches nothing
+            async with redis_errors():
+                op, digest = await c.client.hmget(k.idem(idem.key), ["op", "h"])
+            if op is not None:
+                if (op, digest) == (b"delete", idem.digest.encode()):
+                    return
+                raise Conflict(REUSED)
         await c.run("UNSETTLE", name, [r.models, r.unsettled], [name, now_ms()])
         for _ in range(5):  # the model may be deleted and created again meanwhile
             async with redis_errors():
@@ -121,6 +128,13 @@ class Lifecycle:
                 raise Conflict(REUSED)
             if reply[0] == b"moved":
                 continue
+            if reply[0] == b"repeat":
+                # done meanwhile by the first request under this key, still in flight
+                # when this retry read no record: the grave listed above may be of a model
+                # made since, and stays listed until that one is deleted (unlisting it
+                # here could unlist one a delete of that model under way needs)
+                await self._settle_quietly(name, inc)
+                return
             if reply[0] == b"ok":
                 await self._settle_quietly(name, inc)
                 if reply[1] in (0, b"0"):  # nothing went to the grave

@@ -184,6 +184,23 @@ async def test_idempotent_create_delete_and_import(store: ModelStore) -> None:
         await store.delete("m")
 
 
+async def test_a_delete_retried_after_the_model_was_made_again_lists_no_grave(
+    store: ModelStore,
+) -> None:
+    """A retry of a delete that was done (its answer lost) finds the name made again by
+    someone else: it deletes nothing, and leaves no grave listed for the model that
+    lives on (a sweep would skip it for as long as that model lives)."""
+    gone = Idempotency("d", "delete")
+    await create(store)
+    await store.delete("m", idem=gone)
+    again = await create(store)
+    await store.delete("m", idem=gone)  # the retry: answered as the first was
+    assert (await store.read("m")).incarnation == again
+    assert await store.client.zrange(store.registry.graves, 0, -1) == []
+    assert await store.sweep() == 0
+    assert await store.client.zcard(store.registry.unsettled) == 0
+
+
 async def test_quarantined_and_refused_outcomes_are_counted(store: ModelStore) -> None:
     inc = await create(store)
     group = LearnGroup([(x(i), i % 2) for i in range(3)])
