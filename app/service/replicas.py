@@ -177,11 +177,11 @@ class Replicas:
         labels: OwnLabels | None = None,
     ) -> LiveModel:
         """Replay the log up to ``sync.version``; returns the model to use from now on
-        (a reloaded one if the state was replaced meanwhile, or the replay failed here). ``own`` are runs of learn
-        entries this worker appended, applied from memory: (first seq, [(instance,
-        class)], idempotency key or ""); ``labels`` the label entries it appended, from
-        what the script answered: (first seq, [(instance as stored, class, prediction
-        served, trial id)])."""
+        (a reloaded one if the state was replaced meanwhile, or the replay failed here).
+        ``own`` are runs of learn entries this worker appended, applied from memory:
+        (first seq, [(instance, class)], idempotency key or ""); ``labels`` the label
+        entries it appended, from what the script answered: (first seq, [(instance as
+        stored, class, prediction served, trial id)])."""
         try:
             await m.thawed()
             m.apply(sync.entries, self.kept.take)
