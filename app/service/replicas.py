@@ -297,7 +297,7 @@ class Replicas:
     def snapshot_due(self, m: LiveModel, first: int, last: int) -> None:
         """Snapshot when this worker appended the trial that completes an interval."""
         every = m.snapshot_every
-        if (first - 1) // every != last // every and not m.broken:
+        if (first - 1) // every != last // every:
             self.spawn(self._snapshot(m))
 
     async def _snapshot(self, m: LiveModel) -> None:
