@@ -24,6 +24,11 @@ from storage.server import find_redis_server
 START_TIMEOUT = 30.0
 
 
+# a primary starts a replica's full copy at once, not after Redis's default 5 s wait for
+# other replicas to share one transfer
+NO_SYNC_DELAY = ["--repl-diskless-sync-delay", "0"]
+DATA = ["--appendonly", "yes", "--save", "", *NO_SYNC_DELAY]  # a Sentinel pair's nodes
+
 BUS_OFFSET = 10_000  # a cluster node's bus listens this far above its port
 
 
@@ -195,6 +200,7 @@ class RedisCluster(_Nodes):
         args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d)]
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         args += ["--cluster-node-timeout", "1000", "--appendonly", "yes", "--save", ""]
+        args += NO_SYNC_DELAY
         with open(d / "redis.log", "ab") as log:
             self.processes[port] = subprocess.Popen(
                 args,
@@ -273,7 +279,10 @@ class LocalSentinel(_Nodes):
                 (self.primary, []),
                 (self.replica, ["--replicaof", "127.0.0.1", str(self.primary)]),
             ):
-                self._launch(binary, port, ["--appendonly", "yes", "--save", "", *extra])
+                self._launch(binary, port, [*DATA, *extra])
+            # the replica in sync before the sentinels start: their first look at the
+            # primary then lists it (the next comes 10 s later)
+            self._await(self._copied, "the replica's first copy")
             # a primary is down after 2 s unanswered: less on a loaded 2-core machine
             # fails over when nothing failed
             for port in self.sentinels:
@@ -286,7 +295,10 @@ class LocalSentinel(_Nodes):
                     f"sentinel failover-timeout {self.MASTER} 3000\n"
                 )
                 self._launch(binary, port, [], conf=conf)
-            self._await(self._watched, "the replica's first copy and the sentinels' watch")
+            for port in self.sentinels:
+                self._await(functools.partial(self._quickened, port), f"sentinel {port}")
+            if self.sentinels:
+                self._await(self._watched, "the sentinels' watch")
         except BaseException:
             self.stop()
             raise
@@ -308,12 +320,26 @@ class LocalSentinel(_Nodes):
                 start_new_session=True,
             )
 
+    def _quickened(self, port: int) -> bool:
+        """Make the sentinel on ``port`` look at each node every second (Redis's default
+        is 10 s: a former primary back on its port would wait that long to be made a
+        replica) and greet the others twice a second. Redis before 7.0 has no such
+        setting and keeps its own periods."""
+        with contextlib.suppress(redis.ResponseError):
+            self.client(port).execute_command(
+                "SENTINEL", "DEBUG", "INFO-PERIOD", 1000, "PUBLISH-PERIOD", 500
+            )
+        return True
+
     def _watched(self) -> bool:
         for port in self.sentinels:
             m: Any = self.client(port).sentinel_master(self.MASTER)
             if int(m["num-slaves"]) < 1 or int(m["num-other-sentinels"]) < len(self.sentinels) - 1:
                 return False
-        # and the replica has its first copy: only then can a write be confirmed
+        return True
+
+    def _copied(self) -> bool:
+        """Whether the replica has its first copy: only then can a write be confirmed."""
         return bool(self.client(self.replica).info("replication")["master_link_status"] == "up")
 
     def primary_port(self) -> int:
@@ -331,7 +357,7 @@ class LocalSentinel(_Nodes):
         pair is whole again: whichever the sentinels name primary (on a loaded machine
         they may fail over again meanwhile), the other follows it, in sync."""
         self.processes.pop(port).wait()
-        self._launch(find_redis_server(), port, ["--appendonly", "yes", "--save", ""])
+        self._launch(find_redis_server(), port, DATA)
 
         def whole() -> bool:
             primary = self.primary_port()
