@@ -61,13 +61,16 @@ def classifiers() -> tuple[dict[str, object], np.ndarray]:
 
 
 async def closed_loop(
-    call: Callable[[httpx.AsyncClient, int], Awaitable[None]], clients: int, seconds: float
+    call: Callable[[httpx.AsyncClient, int], Awaitable[None]],
+    clients: int,
+    seconds: float,
+    warmup: float,
 ) -> tuple[float, float, float]:
-    """``clients`` loops calling ``call`` for ``seconds`` after a warm-up of a second:
-    calls per second, p50 and p99 in ms."""
+    """``clients`` loops calling ``call`` for ``seconds`` after a warm-up of ``warmup``
+    seconds: calls per second, p50 and p99 in ms."""
     latencies: list[float] = []
     start = time.perf_counter()
-    warm, end = start + 1.0, start + 1.0 + seconds
+    warm, end = start + warmup, start + warmup + seconds
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=4 * clients)
     async with httpx.AsyncClient(timeout=30, limits=limits) as http:
 
@@ -89,9 +92,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--quick", action="store_true", help="2 s per loop")
+    parser.add_argument("--quick", action="store_true", help="1 s per loop, after 0.5 s")
     args = parser.parse_args(argv)
-    seconds = 2.0 if args.quick else args.seconds
+    seconds = 1.0 if args.quick else args.seconds
+    warmup = 0.5 if args.quick else 1.0
     models, x = classifiers()
     rows = [row.tolist() for row in x]
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp_dir:
@@ -136,8 +140,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             r.raise_for_status()
             abstained += len(r.json()["abstained"])
 
-        d_rate, d_p50, d_p99 = asyncio.run(closed_loop(direct, args.clients, seconds))
-        f_rate, f_p50, f_p99 = asyncio.run(closed_loop(fanout, args.clients, seconds))
+        d_rate, d_p50, d_p99 = asyncio.run(closed_loop(direct, args.clients, seconds, warmup))
+        f_rate, f_p50, f_p99 = asyncio.run(closed_loop(fanout, args.clients, seconds, warmup))
     print(f"direct_rounds_per_second: {d_rate:.1f}")
     print(f"direct_p50_ms: {d_p50:.2f}")
     print(f"direct_p99_ms: {d_p99:.2f}")

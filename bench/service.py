@@ -170,7 +170,10 @@ AUTH_LIMITS = {"requests_per_second": 1e8, "trials_per_second": 1e8}
 
 
 BIND_ATTEMPTS = 5
-PROBE_TIMEOUT = 1.5  # seconds a readiness probe waits for its answer
+# seconds a readiness probe waits for its answer: the first waits FIRST_PROBE_TIMEOUT, and
+# each that gets none waits twice as long as the one before, up to PROBE_TIMEOUT
+FIRST_PROBE_TIMEOUT = 0.2
+PROBE_TIMEOUT = 1.5
 
 
 def free_port() -> int:
@@ -268,9 +271,10 @@ def _started(server: Server, ready: Callable[[httpx.Client], bool], timeout: flo
     """Wait until ``server`` is ready (True), or has exited because its port was taken
     (False); any other exit, or no readiness within ``timeout`` seconds, raises."""
     deadline = time.monotonic() + timeout
-    # a short timeout: on a port taken by another listener the probe waits for no answer
-    # while the child exits; a slow answer is only probed again
-    with httpx.Client(base_url=server.url, timeout=PROBE_TIMEOUT) as http:
+    # short timeouts: on a port taken by another listener a probe waits for no answer
+    # while the child exits; a slow answer is only probed again, with more patience
+    wait = FIRST_PROBE_TIMEOUT
+    with httpx.Client(base_url=server.url, timeout=wait) as http:
         while True:
             if server.process.poll() is not None:
                 text = server.log.read_text(errors="replace")
@@ -280,6 +284,9 @@ def _started(server: Server, ready: Callable[[httpx.Client], bool], timeout: flo
             try:
                 if ready(http):
                     return True
+            except httpx.TimeoutException:
+                wait = min(2 * wait, PROBE_TIMEOUT)
+                http.timeout = httpx.Timeout(wait)
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
@@ -588,8 +595,8 @@ def phase_options(description: str, argv: Sequence[str] | None, seconds: float) 
     args = parser.parse_args(argv)
     got = Phases(
         args.quick,
-        args.seconds if args.seconds is not None else (0.5 if args.quick else seconds),
-        args.warmup if args.warmup is not None else (0.3 if args.quick else 1.0),
+        args.seconds if args.seconds is not None else (0.25 if args.quick else seconds),
+        args.warmup if args.warmup is not None else (0.15 if args.quick else 1.0),
         args.rounds if args.rounds is not None else (1 if args.quick else 3),
         args.seed,
     )
