@@ -41,16 +41,17 @@ class FailsOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def judged(self, *args: Any) -> None:
+    def _fail_once(self) -> None:
         if not self.failed:
             self.failed += 1
             raise RuntimeError("a monitor's fault")
+
+    def judged(self, *args: Any) -> None:
+        self._fail_once()
         self.inner.judged(*args)
 
     def judged_run(self, *args: Any) -> None:
-        if not self.failed:
-            self.failed += 1
-            raise RuntimeError("a monitor's fault")
+        self._fail_once()
         self.inner.judged_run(*args)
 
 
