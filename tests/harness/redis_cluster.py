@@ -24,10 +24,10 @@ from storage.server import find_redis_server
 START_TIMEOUT = 30.0
 
 
-# a primary starts a replica's full copy at once, not after Redis's default 5 s wait for
-# other replicas to share one transfer
-NO_SYNC_DELAY = ["--repl-diskless-sync-delay", "0"]
-DATA = ["--appendonly", "yes", "--save", "", *NO_SYNC_DELAY]  # a Sentinel pair's nodes
+# every data node: an append-only file, no snapshots, and a primary that starts a
+# replica's full copy at once, not after Redis's default 5 s wait for other replicas to
+# share one transfer
+DATA = ["--appendonly", "yes", "--save", "", "--repl-diskless-sync-delay", "0"]
 
 BUS_OFFSET = 10_000  # a cluster node's bus listens this far above its port
 
@@ -199,8 +199,7 @@ class RedisCluster(_Nodes):
         d.mkdir(parents=True, exist_ok=True)
         args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d)]
         args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
-        args += ["--cluster-node-timeout", "1000", "--appendonly", "yes", "--save", ""]
-        args += NO_SYNC_DELAY
+        args += ["--cluster-node-timeout", "1000", *DATA]
         with open(d / "redis.log", "ab") as log:
             self.processes[port] = subprocess.Popen(
                 args,
