@@ -237,47 +237,60 @@ class _Load:
         )
 
 
-class _Connection:
-    """One keep-alive HTTP/1.1 connection sending pre-built request heads."""
+class Connection:
+    """One keep-alive HTTP/1.1 connection sending pre-built request heads (``method`` for
+    :meth:`send`; :meth:`request` takes any)."""
 
-    def __init__(self, port: int, headers: dict[str, str], method: str) -> None:
+    def __init__(
+        self, port: int, headers: dict[str, str], method: str = "POST", host: str = "127.0.0.1"
+    ) -> None:
+        self.host = host
         self.port = port
         self.method = method
         extra = "".join(f"{name}: {v}\r\n" for name, v in headers.items())
-        self.rest = f" HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{extra}".encode()
-        if method != "GET":
-            self.rest += b"content-type: application/json\r\ncontent-length: "
+        self.rest = f" HTTP/1.1\r\nhost: {host}:{port}\r\n{extra}".encode()
+        self.json = b"content-type: application/json\r\ncontent-length: "
         self.heads: dict[str, bytes] = {}
 
-    async def __aenter__(self) -> _Connection:
-        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+    async def __aenter__(self) -> Connection:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.writer.close()
 
     async def send(self, path: str, body: bytes) -> tuple[int, bytes]:
-        """Send one request and read its answer: (status, body)."""
+        """Send one request of this connection's method and read its answer: (status, body)."""
         head = self.heads.get(path)
         if head is None:
             head = self.heads[path] = f"{self.method} {path}".encode() + self.rest
-        if self.method == "GET":
+        return await self._exchange(head, None if self.method == "GET" else body)
+
+    async def request(self, method: str, path: str, body: bytes | None) -> tuple[int, bytes]:
+        """Send one request (no body: none sent) and read its answer: (status, body)."""
+        return await self._exchange(f"{method} {path}".encode() + self.rest, body)
+
+    async def _exchange(self, head: bytes, body: bytes | None) -> tuple[int, bytes]:
+        if body is None:
             self.writer.write(head + b"\r\n")
         else:
-            self.writer.write(b"%s%d\r\n\r\n%s" % (head, len(body), body))
+            self.writer.write(b"%s%s%d\r\n\r\n%s" % (head, self.json, len(body), body))
         await self.writer.drain()
         got = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(got[9:12])
         at = got.lower().find(b"\r\ncontent-length:")
         if at < 0:
+            if status in (204, 304):  # answers without a body
+                return status, b""
             raise RuntimeError(f"answer without content-length: {got[:300]!r}")
         length = int(got[at + 17 : got.index(b"\r\n", at + 2)])
-        return int(got[9:12]), await self.reader.readexactly(length)
+        return status, await self.reader.readexactly(length)
 
 
 async def _raw_client(load: _Load, k: int) -> None:
     plan = load.plan
     port = plan.ports[k % len(plan.ports)] if plan.ports else plan.port
-    async with _Connection(port, plan.headers, plan.method) as connection:
+    async with Connection(port, plan.headers, plan.method) as connection:
         while (request := load.next_body()) is not None:
             path, body = request
             sent = time.perf_counter()
@@ -290,7 +303,7 @@ async def _paced_client(load: _Load, slots: Iterator[int], bodies: Iterator[byte
     plan = load.plan
     background = plan.background
     assert background is not None
-    async with _Connection(plan.port, plan.headers, "POST") as connection:
+    async with Connection(plan.port, plan.headers, "POST") as connection:
         while not load.finished:
             await asyncio.sleep(
                 max(0.0, load.start + next(slots) / background.rate - time.perf_counter())
