@@ -43,6 +43,7 @@ __all__ = [
     "majority_model",
     "majority_payloads",
     "replay",
+    "unread_requests",
     "wait_folded",
     "wait_ready",
 ]
@@ -478,9 +479,10 @@ def assert_same_state(a: Any, b: Any, where: str = "state") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-def client_connections(pids: list[int], port: int) -> dict[int, int]:
-    """How many established TCP connections to ``port`` each process holds."""
-    inodes = set()
+def _established(port: int) -> dict[str, int]:
+    """The established TCP connections to ``port``: socket inode -> bytes received that the
+    owning process has not read yet."""
+    out = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -490,20 +492,35 @@ def client_connections(pids: list[int], port: int) -> dict[int, int]:
             f = line.split()
             local_port = int(f[1].rsplit(":", 1)[1], 16)
             if local_port == port and f[3] == "01":  # ESTABLISHED
-                inodes.add(f[9])
-    out = {}
-    for pid in pids:
-        n = 0
-        try:
-            fds = list(Path(f"/proc/{pid}/fd").iterdir())
-        except OSError:
-            fds = []
-        for fd in fds:
-            try:
-                link = os.readlink(fd)
-            except OSError:
-                continue
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                n += 1
-        out[pid] = n
+                out[f[9]] = int(f[4].split(":")[1], 16)  # tx_queue:rx_queue
     return out
+
+
+def _sockets(pid: int) -> set[str]:
+    """The inodes of the sockets process ``pid`` holds open (none once it is gone)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return set()
+    out = set()
+    for fd in fds:
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            out.add(link[8:-1])
+    return out
+
+
+def client_connections(pids: list[int], port: int) -> dict[int, int]:
+    """How many established TCP connections to ``port`` each process holds."""
+    connections = _established(port)
+    return {pid: len(_sockets(pid) & connections.keys()) for pid in pids}
+
+
+def unread_requests(pid: int, port: int) -> int:
+    """How many of process ``pid``'s connections to ``port`` hold bytes it has not read: of
+    a stopped worker, the requests sent to it since it stopped."""
+    connections = _established(port)
+    return sum(1 for inode in _sockets(pid) if connections.get(inode, 0) > 0)

@@ -33,6 +33,7 @@ from _procs import (
     majority_model,
     majority_payloads,
     replay,
+    unread_requests,
     wait_folded,
     wait_ready,
 )
@@ -49,7 +50,8 @@ REPLACEMENT_CLIENTS = 20  # clients of the replacement worker alone
 ON_REPLACEMENT = 60  # requests it answers
 LABEL_TRIES = 5
 CLOSE = {"Connection": "close"}  # a new connection per request: any worker may answer
-FROZEN = 0.3  # seconds the victim is stopped before it is killed
+# seconds for the load to reach the kill, and for a request to reach the stopped victim
+KILL_TIMEOUT = 60.0
 
 
 class FaultyLoad:
@@ -140,13 +142,16 @@ class FaultyLoad:
         for pool in self.pools:
             stack.push_async_callback(pool.aclose)
 
-    async def load(self, clients: int, more: int) -> None:
-        """``clients`` clients on new connections until ``more`` requests are answered."""
+    async def load(self, clients: int, more: int, after: asyncio.Event | None = None) -> None:
+        """``clients`` clients on new connections until ``more`` requests are answered
+        (after ``after`` is set, when given)."""
         self.stop.clear()
         async with contextlib.AsyncExitStack() as stack:
             self.connect(stack)
             tasks = [asyncio.ensure_future(self.client(i)) for i in range(clients)]
             try:
+                if after is not None:
+                    await asyncio.wait_for(after.wait(), KILL_TIMEOUT)
                 await self.until(self.acks + more)
             finally:
                 self.stop.set()
@@ -157,20 +162,26 @@ class FaultyLoad:
         on; once uvicorn has replaced it, freeze the other workers so that new connections
         reach only the replacement, and load it. Returns the state it first served."""
         killed: list[int] = []  # the victim, then the other workers
+        done = asyncio.Event()  # the victim is dead: the load goes on from there
 
         async def kill() -> None:
             await self.until(KILL_AFTER)
             before = client_connections(svc.worker_pids(), svc.port)
             victim = max(before, key=lambda pid: before[pid])
             assert before[victim] > 0, before
-            # frozen first, so that requests sent on its connections wait there and are
-            # lost with it: their clients see the connection fail and must retry
+            # frozen first, until a request sent on one of its connections waits there
+            # unread: it is lost with the victim, and its client sees the connection fail
+            # and must retry
             os.kill(victim, signal.SIGSTOP)
-            await asyncio.sleep(FROZEN)
+            deadline = time.monotonic() + KILL_TIMEOUT
+            while not unread_requests(victim, svc.port):
+                assert time.monotonic() < deadline, "no request reached the stopped worker"
+                await asyncio.sleep(0.02)
             os.kill(victim, signal.SIGKILL)
             killed.extend([victim, *(pid for pid in before if pid != victim)])
+            done.set()
 
-        await asyncio.gather(self.load(CLIENTS, KILL_AFTER + MORE_AFTER), kill())
+        await asyncio.gather(self.load(CLIENTS, MORE_AFTER, after=done), kill())
         victim, *survivors = killed
         await self.replacement(svc, victim, survivors)
         for pid in survivors:
