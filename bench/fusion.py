@@ -424,9 +424,7 @@ class Client:
     async def request(self, method: str, path: str, body: bytes | None = None) -> Answer:
         connection = await self.idle.get()
         try:
-            for attempt in (1, 2):
-                if connection is None:
-                    connection = await Connection(self.port, {}, host=self.host).__aenter__()
+            if connection is not None:
                 try:
                     return Answer(*await connection.request(method, path, body))
                 except (ConnectionError, asyncio.IncompleteReadError):
@@ -435,9 +433,8 @@ class Client:
                     # safe to repeat
                     await connection.__aexit__()
                     connection = None
-                    if attempt == 2:
-                        raise
-            raise AssertionError("unreachable")
+            connection = await Connection(self.port, {}, host=self.host).__aenter__()
+            return Answer(*await connection.request(method, path, body))
         finally:
             self.idle.put_nowait(connection)
 
