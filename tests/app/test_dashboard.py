@@ -324,9 +324,12 @@ def test_dashboard_draws_the_challengers_beside_the_live_curve(
     want = client.get(f"/v1/models/{model_name}/challengers").json()["challengers"]
     card = wait_for(
         lambda: read_card(page, model_name),
+        # the live curve, read apart from the challengers, may lag them a moment, and a
+        # challenger's points beyond its last trial wait for it
         lambda c: (
             c is not None
             and [g["mistakes"] for g in c["challengers"]] == [w["mistakes"] for w in want]
+            and [g["vertices"] for g in c["challengers"]] == [1 + len(w["curve"]) for w in want]
         ),
         f"the challengers of {model_name}",
     )
