@@ -6,16 +6,22 @@ eq. (1)), Winnow's (worked out from the proof sketch in the Winnow lecture notes
 Warmuth 1994). Each test runs a learner on streams long enough for it to converge, asserts
 that its mistakes never exceed the bound, and also that it does make mistakes and
 settles down, so a learner that stopped counting (or stopped learning) cannot pass.
+
+Committee, Winnow and Balanced Winnow learn most streams in their compiled runs of trials,
+which test_batch_learn.py shows make the mistakes of one trial at a time; the sub-expert
+Perceptron, Weighted Majority, the majority-problem check and the lecture's Winnow target
+learn one trial at a time.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
-from models.core.instance import AttributeBatch, Attributes, Experts
+from models.core.instance import AttributeBatch, Attributes, ExpertBatch, Experts
 from models.inputs.datasets import MajorityProblem
 from models.learners.balanced import BalancedWinnow
 from models.learners.committee import Committee
@@ -34,14 +40,106 @@ def _run(learner, xs, ys) -> np.ndarray:  # type: ignore[no-untyped-def]
     return flags
 
 
+def _run_together(learner: Committee | Winnow, xs: Any, ys: list[int]) -> np.ndarray:
+    """:func:`_run` in the learner's compiled run of the trials (a batch)."""
+    if isinstance(learner, Winnow):
+        flags, _, done = learner.learn_prefix(xs, ys)
+    else:
+        flags, _, done = learner.learn_expert_prefix(xs, ys)
+    assert done == len(ys)  # neither learner refuses an update
+    assert learner.mistakes_ == int(flags.sum())
+    assert learner.trials_ == len(flags)
+    return flags
+
+
+# -- instances made together: the rows of one batch, as a learner's batch path takes them --
+
+
+def _one_hot_batch(votes: np.ndarray) -> ExpertBatch:
+    """The batch of ``Experts.one_hot`` of each row of the int64 matrix ``votes``."""
+    trials, n = votes.shape
+    ptr = np.arange(0, trials * n + 1, n, dtype=np.int64)
+    experts = np.tile(np.arange(n, dtype=np.int64), trials)
+    return ExpertBatch.trusted(ptr, experts, votes.ravel(), np.ones(trials * n))
+
+
+def _one_hot_rows(votes: np.ndarray) -> list[Experts]:
+    """``Experts.one_hot`` of each row of ``votes`` (classes 0 and 1), made together."""
+    b = _one_hot_batch(votes)
+    trials, n = votes.shape
+    ones = np.ones(trials)
+    classes = votes.max(axis=1) + 1
+    return Experts.rows(b.expert, b.cls, b.value, b.indptr, np.full(trials, n), classes, ones, ones)
+
+
+def _one_hot(votes: np.ndarray) -> Experts:
+    """``Experts.one_hot(votes)`` of a fresh int64 array of classes 0 and 1, unchecked."""
+    n = votes.size
+    return Experts.row(np.arange(n), votes, np.ones(n), n, int(votes.max()) + 1, 1.0, 1.0)
+
+
+def _csr(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row pointers and column indices of the True entries of the matrix ``x``."""
+    indptr = np.zeros(x.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.count_nonzero(x, axis=1), out=indptr[1:])
+    return indptr, np.flatnonzero(x) % x.shape[1]
+
+
+def _binary_rows(x: np.ndarray) -> list[Attributes]:
+    """The attributes of each row of the boolean matrix ``x`` (value 1 where True), made
+    together."""
+    indptr, cols = _csr(x)
+    on = x.any(axis=1)
+    sizes = np.where(on, x.shape[1] - np.argmax(x[:, ::-1], axis=1), 0)
+    bounds = on.astype(float)
+    return Attributes.rows(cols, np.ones(cols.size), indptr, sizes, bounds, bounds)
+
+
+def test_instances_made_together_are_those_made_one_by_one() -> None:
+    """The helpers above make the instances the constructors make, extents and ranges
+    included."""
+    rng = np.random.default_rng(0)
+    votes = rng.integers(0, 2, size=(50, 7))
+    votes[0], votes[1] = 0, 1  # every vote for one class
+    together: list[Any] = _one_hot_rows(votes)
+    alone: list[Any] = [Experts.one_hot(v) for v in votes]
+    together += [_one_hot(v.copy()) for v in votes]
+    alone += [Experts.one_hot(v) for v in votes]
+    x = rng.random((50, 9)) < 0.3
+    x[0], x[1], x[2, -1] = False, True, True  # an empty row, a full one, the last on
+    together += _binary_rows(x)
+    alone += [Attributes(np.flatnonzero(r), np.ones(int(r.sum()))) for r in x]
+    for got, want in zip(together, alone, strict=True):
+        assert type(got) is type(want)
+        if isinstance(want, Experts):
+            arrays, extent = ("expert", "cls", "value"), ("size", "n_classes", "low", "high")
+        else:
+            arrays, extent = ("indices", "values"), ("size", "low", "high")
+        for name in arrays:
+            a, b = getattr(got, name), getattr(want, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+            assert not a.flags.writeable, name
+        for name in extent:
+            assert getattr(got, name) == getattr(want, name), name
+    batch, joined = _one_hot_batch(votes), ExpertBatch.from_instances(alone[: len(votes)])
+    for name in ("indptr", "expert", "cls", "value"):
+        a, b = getattr(batch, name), getattr(joined, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    for name in ("size", "n_classes", "low", "high"):
+        assert getattr(batch, name) == getattr(joined, name), name
+
+
 # -- Committee and sub-expert Perceptron: majority of 3 one-hot sub-experts, k = 2 -------
 
 
-def _majority_of_three(n_experts: int, trials: int, rng: np.random.Generator):  # type: ignore[no-untyped-def]
-    """Sub-experts 0, 1, 2 are relevant; the label is their majority (never a tie)."""
+def _majority_of_three(
+    n_experts: int, trials: int, rng: np.random.Generator
+) -> tuple[np.ndarray, list[int]]:
+    """Each sub-expert's one-hot vote (its class) in each trial, and the labels:
+    sub-experts 0, 1, 2 are relevant; the label is their majority (never a tie)."""
     votes = rng.integers(0, 2, size=(trials, n_experts))
     ys = (votes[:, :3].sum(axis=1) >= 2).astype(int)
-    return [Experts.one_hot(v) for v in votes], ys.tolist()
+    return votes, ys.tolist()
 
 
 MAJORITY_TRIALS = 5000
@@ -57,15 +155,16 @@ def test_committee_majority_of_three_bound(n_experts: int, bound: float) -> None
     totals = []
     for seed in SEEDS:
         rng = np.random.default_rng([1, n_experts, seed])
-        xs, ys = _majority_of_three(n_experts, MAJORITY_TRIALS, rng)
+        votes, ys = _majority_of_three(n_experts, MAJORITY_TRIALS, rng)
         c = Committee(n_experts=n_experts, labels=[0, 1], alpha=alpha)
-        flags = _run(c, xs, ys)
+        flags = _run_together(c, _one_hot_batch(votes), ys)
         assert flags.sum() <= 18 * math.log(n_experts), f"seed {seed}"
         assert flags.sum() >= 3, f"seed {seed}: suspiciously few mistakes"
         totals.append(flags.sum())
-        fx, fy = _majority_of_three(n_experts, MAJORITY_FRESH, rng)
-        h = c.snapshot()
-        errors = sum(h.predict(x) != y for x, y in zip(fx, fy, strict=True))
+        votes, fy = _majority_of_three(n_experts, MAJORITY_FRESH, rng)
+        # the learner's predictions, all at once: its snapshot's (test_checks.py)
+        decided = c.decide_many(_one_hot_rows(votes))
+        errors = sum(c.labels[k] != y for (k, _), y in zip(decided, fy, strict=True))
         assert errors <= 0.02 * MAJORITY_FRESH, f"seed {seed}: has not converged"
     assert np.mean(totals) >= 0.15 * bound
 
@@ -76,15 +175,15 @@ def test_subexpert_perceptron_majority_of_three_bound(n_experts: int) -> None:
     totals = []
     for seed in SEEDS:
         rng = np.random.default_rng([2, n_experts, seed])
-        xs, ys = _majority_of_three(n_experts, MAJORITY_TRIALS, rng)
+        votes, ys = _majority_of_three(n_experts, MAJORITY_TRIALS, rng)
         se = SubExpert({"kind": "perceptron"}, n_experts=n_experts, labels=[0, 1])
-        flags = _run(se, xs, ys)
+        flags = _run(se, _one_hot_rows(votes), ys)  # one by one: it has no compiled run
         assert flags.sum() <= 3 * n_experts, f"seed {seed}"
         assert flags.sum() >= 3, f"seed {seed}: suspiciously few mistakes"
         totals.append(flags.sum())
-        fx, fy = _majority_of_three(n_experts, MAJORITY_FRESH, rng)
+        votes, fy = _majority_of_three(n_experts, MAJORITY_FRESH, rng)
         h = se.snapshot()
-        errors = sum(h.predict(x) != y for x, y in zip(fx, fy, strict=True))
+        errors = sum(h.predict(x) != y for x, y in zip(_one_hot_rows(votes), fy, strict=True))
         assert errors <= 0.05 * MAJORITY_FRESH, f"seed {seed}: has not converged"
     assert np.mean(totals) >= 0.15 * 3 * n_experts
 
@@ -130,9 +229,7 @@ def _at_least_two_of_three(n: int, trials: int, rng: np.random.Generator):  # ty
     x[:, :3] = rng.random((trials, 3)) < 0.5
     x[:, -1] = True
     ys = np.where(x[:, :3].sum(axis=1) >= 2, 1, -1)
-    rows, cols = np.nonzero(x)
-    indptr = np.zeros(trials + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=trials), out=indptr[1:])
+    indptr, cols = _csr(x)
     return AttributeBatch(indptr, cols, np.ones(cols.size)), ys.tolist()
 
 
@@ -166,11 +263,8 @@ def _disjunction(n: int, k: int, trials: int, rng: np.random.Generator):  # type
     x = rng.random((trials, n)) < 0.1
     x[:, relevant] = rng.random((trials, k)) < 1 - 0.5 ** (1 / k)
     ys = np.where(x[:, relevant].any(axis=1), 1, -1)
-    xs = []
-    for row in x:
-        idx = np.flatnonzero(row)
-        xs.append(Attributes(idx, np.ones(idx.size)))
-    return xs, ys.tolist()
+    indptr, cols = _csr(x)
+    return AttributeBatch(indptr, cols, np.ones(cols.size)), ys.tolist()
 
 
 WINNOW_TRIALS = 2000
@@ -181,9 +275,9 @@ def test_winnow_disjunction_bound(n: int, k: int) -> None:
     bound = 3 * k * (1 + math.log2(n)) + 2
     for seed in SEEDS:
         rng = np.random.default_rng([5, n, k, seed])
-        xs, ys = _disjunction(n, k, WINNOW_TRIALS, rng)
+        batch, ys = _disjunction(n, k, WINNOW_TRIALS, rng)
         w = Winnow(n_features=n, alpha=2.0, theta=float(n))
-        flags = _run(w, xs, ys)
+        flags = _run_together(w, batch, ys)
         assert flags.sum() <= bound, f"seed {seed}"
         assert flags.sum() >= k + 3, f"seed {seed}: suspiciously few mistakes"
         assert flags[-WINNOW_TRIALS // 4 :].mean() < 0.01, f"seed {seed}: has not converged"
@@ -198,9 +292,9 @@ def test_winnow_s1_disjunction_bound() -> None:
         x = rng.random((WINNOW_TRIALS, 1024)) < 0.05
         x[:, relevant] = rng.random((WINNOW_TRIALS, 4)) < 1 - 0.5 ** (1 / 4)
         ys = np.where(x[:, relevant].any(axis=1), 1, -1).tolist()
-        xs = [Attributes(np.flatnonzero(r), np.ones(int(r.sum()))) for r in x]
+        xs = _binary_rows(x)
         w = Winnow(n_features=1024, alpha=2.0, theta=1024.0)
-        flags = _run(w, xs, ys)
+        flags = _run(w, xs, ys)  # one by one
         assert 5 <= flags.sum() <= 134, f"seed {seed}"
 
 
@@ -230,7 +324,7 @@ def _adversarial_wm_run(
         for vote in (0, 1):
             votes = others.copy()
             votes[best] = vote
-            x = Experts.one_hot(votes)
+            x = _one_hot(votes)
             options.append((x, votes, vote, wm.predict(x)))
         erring = [o for o in options if o[3] != o[2]]
         if erring:
