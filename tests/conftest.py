@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import ssl
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
+import httpx._transports.default as httpx_transports
 import pytest
 
 from models.warm import place_cache
@@ -15,6 +20,21 @@ from storage.server import EmbeddedRedis, RedisServerError
 # the kernels compiled into the cache `./run` warms (keyed on the sources), not numba's
 # default beside them, which keeps code compiled from an earlier version of a callee
 place_cache()
+
+_default_tls = functools.cache(httpx.create_ssl_context)
+
+
+def _shared_tls(verify: Any = True, cert: Any = None, trust_env: bool = True) -> ssl.SSLContext:
+    """httpx's TLS context of a client, the default one made once: it reads the whole CA
+    bundle (some 20 ms of CPU), and httpx makes one for every client, whatever its URL;
+    the suite's clients, thousands of them, share it, as one context may serve any number
+    of connections."""
+    if verify is True and cert is None:
+        return _default_tls(trust_env=trust_env)
+    return httpx.create_ssl_context(verify=verify, cert=cert, trust_env=trust_env)
+
+
+httpx_transports.create_ssl_context = _shared_tls
 
 
 @pytest.fixture(scope="session")
