@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import re
 from typing import Any
 
 import numpy as np
@@ -51,10 +53,23 @@ def read_number(s: str) -> float | None:
     return None if end != len(s) else value
 
 
-@settings(max_examples=2000, deadline=None)
-@given(
-    st.from_regex(r"-?(0|[1-9][0-9]{0,20})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
-)
+NUMERAL = r"-?(0|[1-9][0-9]{0,20})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?"
+
+
+def check_number(s: str) -> bool:
+    """A numeral read is the double a parser gives, its sign too; refused (False), it is
+    left to the parser."""
+    got = read_number(s)
+    want = json.loads(s)
+    if got is None:  # refused: left to the parser
+        return False
+    assert isinstance(got, float), s
+    assert got == float(want) and math.copysign(1, got) == math.copysign(1, float(want)), s
+    return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.from_regex(NUMERAL, fullmatch=True))
 @example("-0")
 @example("-0.0")
 @example("0.1")
@@ -64,12 +79,40 @@ def read_number(s: str) -> float | None:
 @example("1e23")
 @example("4.9e-324")
 def test_a_number_read_is_the_double_a_parser_gives(s: str) -> None:
-    got = read_number(s)
-    want = json.loads(s)
-    if got is None:  # refused: left to the parser
-        return
-    assert isinstance(got, float)
-    assert got == float(want) and math.copysign(1, got) == math.copysign(1, float(want))
+    check_number(s)
+
+
+def numerals(rng: random.Random, n: int) -> list[str]:
+    """``n`` numerals of the grammar ``NUMERAL``, short and long: each of one pool of
+    digits, any, or mostly zeros or nines or fives (carries, ties, trailing zeros)."""
+    out = []
+    for _ in range(n):
+        pool = rng.choice(("0123456789", "0123456789", "0", "9", "09", "05", "1"))
+        s = rng.choice(("", "-"))
+        if rng.random() < 0.25:
+            s += "0"
+        else:
+            s += rng.choice(pool.strip("0") or "123456789")
+            s += digits(rng, pool, rng.randint(0, rng.choice((3, 20))))
+        if rng.random() < 0.5:
+            s += "." + digits(rng, pool, rng.randint(1, rng.choice((3, 20))))
+        if rng.random() < 0.5:
+            s += rng.choice("eE") + rng.choice(("", "+", "-"))
+            s += digits(rng, pool, rng.randint(1, 3))
+        out.append(s)
+    return out
+
+
+def digits(rng: random.Random, pool: str, k: int) -> str:
+    return "".join([rng.choice(pool) for _ in range(k)])
+
+
+def test_numbers_of_a_seeded_sweep_are_the_doubles_a_parser_gives() -> None:
+    """Many more numerals than the test above draws, of the same grammar."""
+    sweep = numerals(random.Random(1), 50_000)
+    assert all(re.fullmatch(NUMERAL, s) for s in sweep)
+    read = {s for s in sweep if check_number(s)}
+    assert len(read) > 10_000  # distinct numerals read, not refused
 
 
 def test_plain_numbers_are_read_and_others_refused() -> None:
