@@ -9,6 +9,7 @@ gives the update rule something to do updates, or the update is refused whole
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Hashable
@@ -36,6 +37,11 @@ EDGES = [
 ]  # fmt: skip
 
 
+# The strategies below are built once for each set of arguments and then reused: hypothesis
+# validates every strategy object it has not seen, which costs more than the drawing.
+
+
+@functools.cache
 def reals(extra: tuple[float, ...] = ()) -> st.SearchStrategy[float]:
     """Finite floats up to +-1.7e308, weighted toward the edges (and ``extra``)."""
     edges = st.sampled_from(EDGES + list(extra))
@@ -56,22 +62,36 @@ def _edges_of(c: Real) -> tuple[float, ...]:
     return tuple(v for v in out if math.isfinite(v))
 
 
+@functools.cache
+def _parameter_values(kind: str, n: int) -> tuple[tuple[str, st.SearchStrategy[Any] | None], ...]:
+    """``kind``'s own parameters, each with the values drawn for it at the edges (None for
+    the nested and integer ones, left out)."""
+    out: list[tuple[str, st.SearchStrategy[Any] | None]] = []
+    for name, c in registry.KINDS[kind]._parameter_constraints.items():
+        if name in CONTEXT_PARAMS:
+            continue
+        values: st.SearchStrategy[Any] | None = None
+        if isinstance(c, Real):
+            nulls = st.just(None) if c.optional else st.nothing()
+            values = st.one_of(reals(_edges_of(c)), nulls)
+        elif isinstance(c, Bool):
+            values = st.booleans()
+        elif isinstance(c, Options):
+            values = st.sampled_from(c.choices)
+        elif isinstance(c, RealArray):
+            values = st.lists(reals(), min_size=1, max_size=n)
+        out.append((name, values))
+    return tuple(out)
+
+
+@functools.cache
 @st.composite
 def params_of(draw: st.DrawFn, kind: str, n: int) -> dict[str, Any]:
     """Some of ``kind``'s own (non-nested, non-integer) parameters, drawn at the edges."""
     out: dict[str, Any] = {}
-    for name, c in registry.KINDS[kind]._parameter_constraints.items():
-        if name in CONTEXT_PARAMS or not draw(st.booleans()):
-            continue
-        if isinstance(c, Real):
-            nulls = st.just(None) if c.optional else st.nothing()
-            out[name] = draw(st.one_of(reals(_edges_of(c)), nulls))
-        elif isinstance(c, Bool):
-            out[name] = draw(st.booleans())
-        elif isinstance(c, Options):
-            out[name] = draw(st.sampled_from(c.choices))
-        elif isinstance(c, RealArray):
-            out[name] = draw(st.lists(reals(), min_size=1, max_size=n))
+    for name, values in _parameter_values(kind, n):
+        if draw(st.booleans()) and values is not None:
+            out[name] = draw(values)
     return out
 
 
@@ -82,12 +102,23 @@ CONVERTIBLE = ("perceptron", "alma", "balanced-winnow")
 BASIC = (*ATTRIBUTE_KINDS, *EXPERT_KINDS, "subexpert")
 
 
+@functools.cache
 @st.composite
 def inner(draw: st.DrawFn, kinds: tuple[str, ...], n: int) -> dict[str, Any]:
     kind = draw(st.sampled_from(kinds))
     return {"kind": kind, **draw(params_of(kind, n))}
 
 
+@functools.cache
+def members(kinds: tuple[str, ...], n: int) -> st.SearchStrategy[list[dict[str, Any]]]:
+    """One to three inner learners of ``kinds``."""
+    return st.lists(inner(kinds, n), min_size=1, max_size=3)
+
+
+POOLS = st.sampled_from([ATTRIBUTE_KINDS, EXPERT_KINDS])
+
+
+@functools.cache
 @st.composite
 def specs(draw: st.DrawFn, kind: str) -> tuple[dict[str, Any], tuple[Hashable, ...]]:
     """A spec of ``kind`` (its inner learners drawn too) and the labels to build it with."""
@@ -106,8 +137,8 @@ def specs(draw: st.DrawFn, kind: str) -> tuple[dict[str, Any], tuple[Hashable, .
         if kind == "recycling":
             spec |= {"size": 4, "max_updates": 3}
     elif kind == "v-combine":
-        pool = draw(st.sampled_from([ATTRIBUTE_KINDS, EXPERT_KINDS]))
-        spec["learners"] = draw(st.lists(inner(pool, SIZE), min_size=1, max_size=3))
+        pool = draw(POOLS)
+        spec["learners"] = draw(members(pool, SIZE))
         spec["h"] = 2
         labels = BINARY if pool == ATTRIBUTE_KINDS else CLASSES
     elif kind == "vr-combine":
@@ -119,13 +150,27 @@ def values(unit: bool) -> st.SearchStrategy[float]:
     return st.one_of(st.just(0.0), st.just(1.0), reals(), st.floats(0.0, 1.0) if unit else reals())
 
 
+@functools.cache
+def instances(attributes: bool, unit: bool) -> st.SearchStrategy[Any]:
+    """Raw attribute mappings, or raw lists of sub-expert votes, of ``values(unit)``."""
+    if attributes:
+        return st.dictionaries(st.integers(0, SIZE - 1), values(unit), max_size=SIZE)
+    k = len(CLASSES)
+    return st.lists(st.lists(values(unit), min_size=k, max_size=k), min_size=1, max_size=SIZE)
+
+
+@functools.cache
 @st.composite
 def raw_instance(draw: st.DrawFn, attributes: bool) -> Any:
     unit = draw(st.booleans())  # mostly in [0, 1], or anything
-    if attributes:
-        return draw(st.dictionaries(st.integers(0, SIZE - 1), values(unit), max_size=SIZE))
-    k = len(CLASSES)
-    return draw(st.lists(st.lists(values(unit), min_size=k, max_size=k), min_size=1, max_size=SIZE))
+    return draw(instances(attributes, unit))
+
+
+@functools.cache
+def trials(attributes: bool) -> st.SearchStrategy[list[tuple[Any, int, bool]]]:
+    """The streams :func:`run` takes."""
+    trial = st.tuples(raw_instance(attributes), st.integers(0, 5), st.booleans())
+    return st.lists(trial, min_size=1, max_size=12)
 
 
 def finite(a: Any) -> bool:
@@ -196,9 +241,7 @@ def test_extreme_numbers_are_refused_or_stay_finite(kind: str, data: st.DataObje
         learner = registry.build(spec, labels=list(labels), size=size)
     except InvalidParameter:
         return  # refused when built: the 422 path
-    attributes = learner.input_kind == "attributes"
-    trial = st.tuples(raw_instance(attributes), st.integers(0, 5), st.booleans())
-    run(learner, data.draw(st.lists(trial, min_size=1, max_size=12)))
+    run(learner, data.draw(trials(learner.input_kind == "attributes")))
 
 
 # -- long runs at the bounds ------------------------------------------------------------

@@ -212,11 +212,14 @@ def _tied(learner: Learner, x: Any, y: Any) -> bool:
         return False
     draws = learner.draws(learner.trials_)  # type: ignore[attr-defined]
     for model, k in zip(models, draws.tolist(), strict=True):
-        twin = _rebuilt(model)
-        for _ in range(k):
-            if _near_tie(twin.scores(x)):
-                return True
-            twin.learn(x, y)
+        if k and _near_tie(model.scores(x)):  # the first time, as the model is now
+            return True
+        if k > 1:  # the other times, as a copy of it that has learned the trial
+            twin = _rebuilt(model)
+            for _ in range(k - 1):
+                twin.learn(x, y)
+                if _near_tie(twin.scores(x)):
+                    return True
     return False
 
 
