@@ -56,7 +56,9 @@ sets and modes of the ``fusion`` spec's error over the baseline's. A full run (n
 ``--quick``, all sets, modes and specs) rewrites the table of ``docs/fusion_results.rst``.
 
 Run as ``python bench/fusion.py [--quick] [--sets ...] [--modes ...] [--specs ...]
-[--seed S] [--url URL]``.
+[--seed S] [--url URL]``. ``--quick`` is a smoke run on short streams (``QUICK_DIGITS``,
+``QUICK_BREAST`` of one breast_cancer split and ``QUICK_SYNTHETIC`` trials) that polls
+at most ``QUICK_POLL_LABELS`` labels after the break.
 """
 
 from __future__ import annotations
@@ -141,10 +143,11 @@ EXPERTS = (*SOUND, RANDOM, BROKEN)
 TRAIN = 0.3
 BREAST_SPLITS = 10
 SYNTHETIC_TRIALS, SYNTHETIC_LABELS, SYNTHETIC_NOISE = 3_000, 6, 0.03
-QUICK_DIGITS, QUICK_SYNTHETIC = 300, 600  # trials; breast_cancer: one split
+# --quick: trials of each data set (breast_cancer: the first of one split's)
+QUICK_DIGITS, QUICK_BREAST, QUICK_SYNTHETIC = 150, 200, 300
 WINDOW = 500  # trials per window of the oracle switch
 DROPPED = 0.01  # the broken expert's share of the weight counted as dropped
-POLL_LABELS, QUICK_POLL_LABELS = 100, 20  # labels after the break polled at most
+POLL_LABELS, QUICK_POLL_LABELS = 100, 10  # labels after the break polled at most
 # seconds before the first read of the statistics after a label, and between reads
 # waiting for the summary (a worker writes a model's summary at most every 0.5 s)
 POLL_FIRST, POLL_EVERY = 0.3, 0.1
@@ -282,8 +285,10 @@ def data_set(name: str, seed: int, quick: bool) -> DataSet:
             return DataSet(name, [str(c) for c in d.target_names], [stream])
         if name == "breast_cancer":
             d = load_breast_cancer()
-            splits = 1 if quick else BREAST_SPLITS
-            streams = [experts_stream(d.data, d.target, 2, seed + i) for i in range(splits)]
+            splits, trials = (1, QUICK_BREAST) if quick else (BREAST_SPLITS, None)
+            streams = [
+                experts_stream(d.data, d.target, 2, seed + i, trials=trials) for i in range(splits)
+            ]
             return DataSet(name, [str(c) for c in d.target_names], streams)
         if name == "synthetic":
             trials = QUICK_SYNTHETIC if quick else SYNTHETIC_TRIALS

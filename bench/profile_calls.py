@@ -33,11 +33,16 @@ the edge's (``<op>_cpu_vs_edge``: the ratio ``<op>_vs_edge`` of ``bench/service.
 approaches while both servers keep their core busy). The last line is
 ``predict_cpu_vs_edge: <ratio>``.
 
-Run as ``python bench/profile_calls.py [--quick] [--seconds S] [--rounds R]``.
+Run as ``python bench/profile_calls.py [--quick] [--seconds S] [--warmup W] [--rounds R]``
+(4 s after 1 s, 3 rounds). ``--quick`` is a smoke run: one round of 0.25 s after 0.15 s,
+but the service's ``predict`` runs at least ``QUICK_PREDICT_SECONDS``: the sampler takes
+one sample per tick of CPU (4 ms on most kernels), and each part a fusion predict cannot
+run without (reading, encoding, the model, Redis) takes a few percent of its CPU.
 """
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import re
@@ -119,6 +124,7 @@ RULES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("http", "prometheus_client/", None),
     ("http", "httptools/", None),
 )
+QUICK_PREDICT_SECONDS = 1.5  # the service's predict with --quick, at least
 _FRAME = re.compile(r"(?P<function>.*) \((?P<path>[^ ]*):(?:\d+|None)\)")
 
 
@@ -198,6 +204,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     name = "fusion"
     base = f"/v1/models/{name}"
     patience = 0.0 if args.quick else 15.0
+    seconds = {(op, side): args.seconds for op in OPS for side in SIDES}
+    if args.quick:
+        seconds["predict", "service"] = max(args.seconds, QUICK_PREDICT_SECONDS)
+    # a label phase's window over the service's predict's, whose trials it labels
+    windows = [args.warmup + seconds[op, "service"] for op in ("label", "predict")]
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="profile-")))
         redis = stack.enter_context(EmbeddedRedis(tmp / "redis"))
@@ -234,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         bodies=[],
                         concurrency=CONCURRENCY,
                         warmup=args.warmup,
-                        seconds=args.seconds,
+                        seconds=seconds[op, side],
                         watch={"server": servers[side].pid},
                     )
                     if op == "predict":
@@ -247,14 +258,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                         plan.bodies = stream.learn_bodies()
                     result = got[op, side].measure(pool, plan, patience)
                     if op == "predict" and side == "service":
-                        # the trials it left pending, and as many again twice over: a
-                        # label outruns a predict
+                        # the trials it left pending, and more, up to three times as many
+                        # as it issued over a window as long as the label's: a label
+                        # outruns a predict
                         pending = [
                             (f"r{k}service{i}", stream.labels[i % len(stream)])
                             for i in range(result.issued)
                         ]
+                        wanted = math.ceil(3 * result.issued * windows[0] / windows[1])
+                        more = max(0, wanted - result.issued)
                         with httpx.Client(base_url=service.url, timeout=120.0) as http:
-                            pending += precreate(http, name, stream, f"r{k}p", 2 * result.issued)
+                            pending += precreate(http, name, stream, f"r{k}p", more)
                     print(
                         f"  round {k} {op} {side}: {result.rate:,.0f} calls/s, "
                         f"{result.cpu_us_per_request('server'):.1f} µs of server CPU each",

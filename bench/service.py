@@ -51,7 +51,7 @@ from their rates) of
 * the statistics read (``GET /v1/models/bw/stats``) while the model learns about 1,000
   trials/s: single ``learn`` requests sent at that rate, open loop, from the start of the
   warm-up to the end of the phase, beside 4 clients reading back to back; the same
-  number of reads (5,000; 500 with ``--quick``) and the same background learns go to the
+  number of reads (5,000; 200 with ``--quick``) and the same background learns go to the
   edge, which answers the document the service answered just before, written by orjson
   ahead of the router as the service's is. Their p99s: ``stats_p99_vs_edge_p99``;
 * ``predict`` on a second service process, the same in every way but that auth is on:
@@ -72,10 +72,11 @@ among the other processes). Each phase starts once the machine is idle, so that 
 last one left running (a snapshot, Redis rewriting its append-only file) does not land
 in it.
 
-Run as ``python bench/service.py [--quick] [--seconds S] [--rounds R]``. Figures are
-printed as ``name: value`` lines, targets beside them (printed, never asserted), with how
-far the rounds spread; the empty FastAPI endpoint's ratios are kept as information. The
-last line is ``predict_vs_edge: <ratio>``.
+Run as ``python bench/service.py [--quick] [--seconds S] [--warmup W] [--rounds R]``
+(3 s after 1 s, 3 rounds; ``--quick``, a smoke run: 0.15 s after 0.1 s, one round,
+shorter streams). Figures are printed as ``name: value`` lines, targets beside them
+(printed, never asserted), with how far the rounds spread; the empty FastAPI endpoint's
+ratios are kept as information. The last line is ``predict_vs_edge: <ratio>``.
 """
 
 from __future__ import annotations
@@ -125,6 +126,9 @@ BATCH_ITEMS = 1_000
 BATCH_CONCURRENCY = 2
 PRECREATE_ITEMS = 1_000  # items per /predict/batch when creating pending trials
 STATS_CONCURRENCY = 4  # clients reading statistics back to back
+STATS_READS, QUICK_STATS_READS = 5_000, 200  # reads measured on each side
+# --quick: seconds timed per phase, after a warm-up of seconds (--seconds, --warmup)
+QUICK_PHASES = (0.15, 0.1)
 QUIET_CORES = 0.15  # a phase starts once the machine is this idle (see quiet)
 STATS_LEARNS_PER_S = 1_000.0  # the learns the model takes meanwhile
 UVICORN = ["--host", "127.0.0.1", "--loop", "uvloop", "--http", "httptools"]
@@ -581,11 +585,21 @@ class Phases:
     seed: int
 
 
-def phase_options(description: str, argv: Sequence[str] | None, seconds: float) -> Phases:
+def phase_options(
+    description: str,
+    argv: Sequence[str] | None,
+    seconds: float,
+    quick: tuple[float, float] = (0.25, 0.15),
+) -> Phases:
     """The command line shared by the benchmarks that time phases (``seconds`` by
-    default; ``--quick``: short phases, one round)."""
+    default; ``--quick``: short phases, ``quick`` giving their seconds and warm-up, one
+    round)."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help="short phases, one round: a smoke run")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"phases of {quick[0]:g} s after {quick[1]:g} s, one round: a smoke run",
+    )
     parser.add_argument(
         "--seconds", type=float, default=None, help=f"timed seconds per phase ({seconds:g})"
     )
@@ -595,8 +609,8 @@ def phase_options(description: str, argv: Sequence[str] | None, seconds: float) 
     args = parser.parse_args(argv)
     got = Phases(
         args.quick,
-        args.seconds if args.seconds is not None else (0.25 if args.quick else seconds),
-        args.warmup if args.warmup is not None else (0.15 if args.quick else 1.0),
+        args.seconds if args.seconds is not None else (quick[0] if args.quick else seconds),
+        args.warmup if args.warmup is not None else (quick[1] if args.quick else 1.0),
         args.rounds if args.rounds is not None else (1 if args.quick else 3),
         args.seed,
     )
@@ -606,11 +620,11 @@ def phase_options(description: str, argv: Sequence[str] | None, seconds: float) 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = phase_options(__doc__.split("\n\n")[0], argv, 3.0)
+    args = phase_options(__doc__.split("\n\n")[0], argv, 3.0, QUICK_PHASES)
     seconds, warmup, rounds = args.seconds, args.warmup, args.rounds
-    trials = 2_000 if args.quick else 20_000
-    stats_reads = 500 if args.quick else 5_000
-    batch_trials = 5_000 if args.quick else 50_000
+    trials = 1_000 if args.quick else 20_000
+    stats_reads = QUICK_STATS_READS if args.quick else STATS_READS
+    batch_trials = 2_000 if args.quick else 50_000
 
     streams = {
         "bw": (N_FEATURES, Stream.sparse(trials, N_FEATURES, args.seed)),

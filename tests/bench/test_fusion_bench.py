@@ -7,7 +7,7 @@ import re
 
 from _run import run_bench
 
-SETS = {"digits": 300, "breast_cancer": 399, "synthetic": 600}  # trials with --quick
+SETS = {"digits": 150, "breast_cancer": 200, "synthetic": 300}  # trials with --quick
 MODES = ("one_by_one", "pending_100")
 SPECS = (
     "weighted-majority",
