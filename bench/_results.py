@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from models.warm import place_cache
+from app.service.warmup import place_worker_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "benchmarks.rst"
@@ -224,7 +224,7 @@ def recorded(
     keep what it prints, and when it ends well write its table (a run of its documented
     command) and its plot (``--plot``); ``information`` and ``targets`` as
     :func:`chosen` takes them."""
-    place_cache()  # the kernels `committee warm` compiled, not numba's default beside them
+    place_worker_cache()  # the kernels `committee warm` compiled, not numba's default's
     png = _take_plot(sys.argv, name)
     full = len(sys.argv) == 1
     helped = any(a in ("-h", "--help") for a in sys.argv[1:])

@@ -11,11 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from app.core import jsontext
-from app.service.warmup import warm_worker
+from app.service.warmup import place_worker_cache, warm_worker
 from models.inputs.datasets import MajorityProblem
 from models.registry import build
-from models.warm import place_cache
 
 # the commands defined in modules of their own, each imported only when it is the one
 # run: ``serve`` must set up its workers' metrics before anything imports the metrics
@@ -72,7 +70,7 @@ def demo(args: argparse.Namespace) -> int:
 def warm(args: argparse.Namespace) -> int:
     """Compile every kernel a worker runs into numba's on-disk cache; print the time each
     learner kind took."""
-    cache = place_cache(jsontext)
+    cache = place_worker_cache()
     print(f"numba cache: {cache or 'numba default (beside the sources)'}")
     seconds = warm_worker()
     for kind, s in seconds.items():
@@ -99,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         importlib.import_module(module).add_parser(sub)
     args = parser.parse_args(argv)
     # every command's kernels from the cache `committee warm` fills (keyed on the sources)
-    place_cache(jsontext)
+    place_worker_cache()
     return int(args.func(args))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -30,7 +31,7 @@ from app.core.collector import freeze
 from app.service import bound_watch, drift_watch, scorecards
 from models.warm import place_cache, warm_kernels
 
-__all__ = ["Warmup", "warm_here", "warm_worker"]
+__all__ = ["Warmup", "place_worker_cache", "warm_here", "warm_worker"]
 
 log = logging.getLogger("committee.warm")
 
@@ -38,11 +39,21 @@ _lock = threading.Lock()
 _shared: Future[dict[str, float]] | None = None  # this process's warm-up, once started
 
 
+def place_worker_cache() -> str:
+    """Place the kernel cache (:func:`models.warm.place_cache`) for every kernel defined
+    so far in ``models`` and ``app``; the directory. A process that imports the service
+    before it places the cache (the command line, a benchmark) would otherwise compile
+    the app's kernels into numba's default folder beside their sources, which a fresh
+    clone does not have."""
+    ours = [m for name, m in list(sys.modules.items()) if name.startswith("app.") and m]
+    return place_cache(*ours)
+
+
 def warm_worker() -> dict[str, float]:
     """Every kernel a worker runs, compiled into (or loaded from) the cache
-    :func:`models.warm.place_cache` places; seconds per learner kind (the body reader's
-    and the monitors' few are the first kind's)."""
-    place_cache(jsontext, scorecards)
+    :func:`place_worker_cache` places; seconds per learner kind (the body reader's and
+    the monitors' few are the first kind's)."""
+    place_worker_cache()
     start = time.perf_counter()
     jsontext.warm()
     scorecards.warm()

@@ -281,6 +281,40 @@ def test_another_checkout_of_the_same_sources_compiles_nothing(tmp_path: Path):
     assert compiled == [], compiled
 
 
+# a process that imported the whole service before it placed the cache, as a benchmark or
+# the command line does: each cached kernel of models and app, and whether it is placed
+PLACED = """
+import os, sys
+from numba.core.caching import FunctionCache
+from numba.core.dispatcher import Dispatcher
+import app.http.main
+from app.service.warmup import place_worker_cache
+target = place_worker_cache()
+for name, module in list(sys.modules.items()):
+    if not name.startswith(("models.", "app.")):
+        continue
+    for kernel in vars(module).values():
+        cache = getattr(kernel, "_cache", None)
+        if isinstance(kernel, Dispatcher) and isinstance(cache, FunctionCache):
+            placed = os.path.commonpath([target, cache.cache_path]) == target
+            print(name, kernel.py_func.__name__, placed)
+"""
+
+
+def test_placing_the_cache_late_still_reaches_every_kernel_of_models_and_app():
+    """Kernels defined before the cache is placed found numba's default folder beside
+    their sources (which a fresh clone lacks, so each compiled them again): placing it
+    moves every one of them, the app's own (the body reader's, the scorecards') too."""
+    out = subprocess.run(
+        [sys.executable, "-c", PLACED], capture_output=True, text=True, check=True, timeout=300
+    ).stdout
+    rows = [line.split() for line in out.splitlines()]
+    assert [r for r in rows if r[2] != "True"] == []
+    modules = {r[0] for r in rows}
+    assert {"app.core.jsontext", "app.service.scorecards"} <= modules, modules
+    assert any(m.startswith("models.kernels.") for m in modules), modules
+
+
 # -- the service: ready only once warm ------------------------------------------------------
 
 

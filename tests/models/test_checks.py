@@ -403,6 +403,8 @@ def test_snapshot_rejects_class_beyond_its_labels(all_cases: list[Any]) -> None:
     code = f"""
         from models import registry
         from models.core.instance import Experts, InvalidInstance
+        from models.warm import place_cache
+        place_cache()
         for name, spec, labels, size in {cases!r}:
             snap = registry.build(spec, labels=labels, size=size).snapshot()
             try:
