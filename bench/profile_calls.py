@@ -37,8 +37,8 @@ Run as ``python bench/profile_calls.py [--quick] [--seconds S] [--warmup W] [--r
 (4 s after 1 s, 3 rounds). ``--quick`` is a smoke run: one round of 0.25 s after 0.15 s,
 but the service's ``predict`` runs at least ``QUICK_PREDICT_SECONDS``, and again until it
 has ``QUICK_PREDICT_SAMPLES`` samples (in ``QUICK_PREDICT_RUNS`` windows at most): the
-sampler takes one sample per tick of the CPU the server gets (4 ms on most kernels; fewer
-a second on a busy or slow machine), and each part a fusion predict cannot run without
+sampler takes one sample per tick of the CPU the server gets (4 ms on most kernels), so
+fewer a second on a busy or slow machine, and each part a fusion predict cannot run without
 (reading, encoding, the model, Redis) takes a few percent of its CPU.
 """
 
@@ -194,6 +194,7 @@ class Sampled:
 
     @property
     def samples(self) -> int:
+        """The samples taken in the windows so far."""
         return sum(self.parts.values())
 
     def us(self, part: str | None = None) -> float:
@@ -265,19 +266,18 @@ def main(argv: Sequence[str] | None = None) -> None:
                         plan.bodies = stream.learn_bodies()
                     result = got[op, side].measure(pool, plan, patience)
                     if op == "predict" and side == "service":
-                        # the trials it left pending (body i's id is the prefix and i)
-                        pending = [
-                            (f"{plan.id_prefix}{i}", stream.labels[i % len(stream)])
-                            for i in range(result.issued)
-                        ]
-                        runs = 1
-                        while (
+                        # the trials it left pending (body i's id is the prefix and i);
+                        # with --quick, windows again until the samples are enough
+                        pending = []
+                        runs = 0
+                        while runs == 0 or (
                             args.quick
                             and got[op, side].samples < QUICK_PREDICT_SAMPLES
                             and runs < QUICK_PREDICT_RUNS
                         ):
-                            plan.id_prefix = f"r{k}{side}-{runs}-"
-                            result = got[op, side].measure(pool, plan, patience)
+                            if runs:
+                                plan.id_prefix = f"r{k}{side}-{runs}-"
+                                result = got[op, side].measure(pool, plan, patience)
                             pending += [
                                 (f"{plan.id_prefix}{i}", stream.labels[i % len(stream)])
                                 for i in range(result.issued)
